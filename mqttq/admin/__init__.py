@@ -1,0 +1,3 @@
+"""admin layer."""
+
+from __future__ import annotations

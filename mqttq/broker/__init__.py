@@ -1,0 +1,3 @@
+"""The asyncio shell: listeners, client handlers, sessions, the hub and the server."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""limits layer."""
+
+from __future__ import annotations

@@ -1,0 +1,57 @@
+"""Domain values shared by routing, storage and the broker: messages and subscriptions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mqttq.codec.properties import Properties
+
+
+@dataclass(slots=True)
+class Message:
+    """An application message as the broker holds it, independent of any connection.
+
+    Treated as immutable once routed: many sessions share one instance. A per-subscriber
+    copy (granted QoS, retain as delivered, subscription identifiers) is made with
+    `dataclasses.replace` only when it differs from the original.
+
+    `properties` carries only the PUBLISH-level properties that travel with the message
+    (payload format, message expiry as sent, content type, response topic, correlation data,
+    user properties); topic alias and subscription identifiers never do.
+    """
+
+    topic: str
+    payload: bytes
+    qos: int = 0
+    retain: bool = False
+    properties: Properties = field(default_factory=Properties)
+    created_at: float = 0.0
+    """Wall-clock time (unix seconds) the broker accepted the message."""
+    expires_at: float | None = None
+    """Wall-clock time the message expires (created_at + message expiry interval)."""
+    publisher_id: str = ""
+    """Client id of the publisher, for No Local [MQTT-3.8.3-3]."""
+    subscription_identifiers: tuple[int, ...] = ()
+    """Identifiers of the matching subscriptions, filled per subscriber [MQTT-3.3.4-3]."""
+
+    def is_expired(self, now: float) -> bool:
+        return self.expires_at is not None and now >= self.expires_at
+
+    def remaining_expiry(self, now: float) -> int | None:
+        """Message Expiry Interval to send now, rewritten as time remaining [MQTT-3.3.2-6]."""
+        if self.expires_at is None:
+            return None
+        return max(0, int(self.expires_at - now + 0.999))
+
+
+@dataclass(slots=True)
+class Subscription:
+    """A granted subscription of one session [MQTT-3.8.3]."""
+
+    topic_filter: str
+    """As the client sent it, including any `$share/<group>/` prefix."""
+    qos: int = 0
+    no_local: bool = False
+    retain_as_published: bool = False
+    retain_handling: int = 0
+    subscription_identifier: int | None = None

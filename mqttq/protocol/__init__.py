@@ -1,0 +1,3 @@
+"""protocol layer."""
+
+from __future__ import annotations

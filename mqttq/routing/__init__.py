@@ -1,0 +1,3 @@
+"""routing layer."""
+
+from __future__ import annotations

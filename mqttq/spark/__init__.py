@@ -1,0 +1,3 @@
+"""spark layer."""
+
+from __future__ import annotations

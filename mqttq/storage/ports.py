@@ -1,0 +1,114 @@
+"""Storage ports: what the broker needs from any backend, as `typing.Protocol`s.
+
+Durability contract: when a mutating coroutine returns, its effect survives a `kill -9` of
+the broker (for durable adapters). Adapters group writes so that many concurrent calls
+share one commit / round trip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol
+
+from mqttq.model import Message, Subscription
+
+
+class QueueFullPolicy(str, Enum):
+    """What `enqueue` does when a session's queue holds `limit` messages."""
+
+    DROP_OLDEST = "drop_oldest"
+    """Trim the oldest entries (TBMQ's behaviour); the new message is always kept."""
+    REJECT_NEW = "reject_new"
+    """Keep the queue; the new message is refused (publisher gets 0x97 on 5.0)."""
+
+
+@dataclass(slots=True)
+class SessionRecord:
+    """The durable part of a persistent session [MQTT-4.1]."""
+
+    client_id: str
+    protocol_level: int
+    session_expiry_interval: int
+    """Seconds; 0xFFFFFFFF never expires."""
+    subscriptions: list[Subscription] = field(default_factory=list)
+    disconnected_at: float | None = None
+    """Wall-clock time of the last disconnect; None while connected."""
+    client_type: str = "DEVICE"
+
+
+@dataclass(slots=True)
+class QueuedMessage:
+    """One entry of a session's outgoing queue, ordered by `serial`."""
+
+    serial: int
+    """Only grows, across the packet-id wrap (serial 65536 holds packet id 1)."""
+    packet_id: int
+    """1..65535, assigned at enqueue time and kept across reconnects."""
+    message: Message
+    """As delivered to this subscriber: granted qos, retain flag, subscription ids."""
+    pubrel: bool = False
+    """True once PUBREC arrived: only PUBREL remains to send [MQTT-4.3.3]."""
+
+
+class SessionStore(Protocol):
+    async def load_sessions(self) -> list[SessionRecord]:
+        """Every stored session, for the broker's start."""
+        ...
+
+    async def save_session(self, record: SessionRecord) -> None:
+        """Insert or replace the session record (subscriptions included)."""
+        ...
+
+    async def delete_session(self, client_id: str) -> None:
+        """Remove the session record and its queue."""
+        ...
+
+
+class MessageQueueStore(Protocol):
+    async def enqueue(
+        self, items: Sequence[tuple[str, Message]]
+    ) -> list[QueuedMessage | None]:
+        """Append each (client_id, message) to that client's queue, durably.
+
+        Assigns serial and packet id per client (ids wrap 65535 -> 1; the serial keeps
+        growing). Returns one entry per item, aligned with `items`; None where the queue
+        was full under REJECT_NEW. Under DROP_OLDEST the oldest entries beyond the limit
+        are deleted.
+        """
+        ...
+
+    async def fetch(self, client_id: str, now: float) -> list[QueuedMessage]:
+        """The client's queue in serial order, without messages expired at `now`."""
+        ...
+
+    async def remove(self, client_id: str, packet_id: int) -> None:
+        """Delete the entry with that packet id (PUBACK / PUBCOMP received)."""
+        ...
+
+    async def mark_pubrel(self, client_id: str, packet_id: int) -> None:
+        """Mark the entry as awaiting PUBCOMP (PUBREC received); keeps its expiry."""
+        ...
+
+    async def clear(self, client_id: str) -> None:
+        """Delete the client's whole queue and its packet-id counter."""
+        ...
+
+
+class RetainedStore(Protocol):
+    async def load_retained(self, now: float) -> list[Message]:
+        """Every retained message not expired at `now`."""
+        ...
+
+    async def set_retained(self, topic: str, message: Message | None) -> None:
+        """Store (or with None, clear) the retained message of `topic`."""
+        ...
+
+
+class Storage(SessionStore, MessageQueueStore, RetainedStore, Protocol):
+    """Everything one backend provides; opened once at start, closed (flushed) at stop."""
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
