@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import Protocol
 
 from mqttq.model import Message, Subscription
 
 
-class QueueFullPolicy(str, Enum):
+class QueueFullPolicy(StrEnum):
     """What `enqueue` does when a session's queue holds `limit` messages."""
 
     DROP_OLDEST = "drop_oldest"

@@ -1,0 +1,377 @@
+"""SqliteStorage: the durable embedded store (one file, WAL, synchronous=FULL, group commit).
+
+Every call becomes a job for `SqliteWriter`'s thread; many concurrent calls share one
+transaction and one fsync. When a mutating coroutine returns, its effect is committed and
+survives a kill -9 or a power loss (the durability contract of `storage.ports`).
+
+Queue semantics match the Redis layout of TBMQ (ARCHITECTURE.md section 3): a serial that
+only grows orders each client's queue, packet ids wrap 65535 -> 1 while the serial does not,
+the per-client limit is at most 65535 and an id still held in the queue is skipped, so
+packet ids in one queue never collide, and the last serial / packet id survive an empty
+queue (only `clear` and `delete_session` reset them).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mqttq.errors import StorageError
+from mqttq.model import Message, Subscription
+from mqttq.storage.codec_json import PUBLISH, message_from_json, message_to_json
+from mqttq.storage.memory import check_queue_limit
+from mqttq.storage.ports import QueuedMessage, QueueFullPolicy, SessionRecord
+from mqttq.storage.sqlite_writer import SqliteWriter, WriterStatistics
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class _Counters:
+    """A client's counters as committed (or about to be, in the running batch)."""
+
+    last_serial: int
+    last_packet_id: int
+    count: int
+    """Entries in the client's queue, expired ones included until fetch drops them."""
+
+
+class SqliteStorage:
+    """The `Storage` port on one SQLite file; the parent directory is created if missing."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        queue_limit: int = 10000,
+        queue_full_policy: QueueFullPolicy = QueueFullPolicy.DROP_OLDEST,
+        commit_interval: float = 0.002,
+    ) -> None:
+        """`queue_limit` (1..65535, else ValueError) bounds each client's queue;
+        `commit_interval` is how long the writer waits to gather more jobs into a commit."""
+        check_queue_limit(queue_limit)
+        self._limit = queue_limit
+        self._policy = queue_full_policy
+        # Touched only on the writer thread; dropped whenever a job or commit rolls back.
+        self._counters: dict[str, _Counters] = {}
+        self._writer = SqliteWriter(
+            Path(path), commit_interval=commit_interval, on_rollback=self._counters.clear
+        )
+
+    def statistics(self) -> WriterStatistics:
+        """Jobs and commits so far (group commit shows as jobs > commits)."""
+        return self._writer.statistics()
+
+    async def open(self) -> None:
+        """Open (creating if needed) the database; StorageError if it cannot be used."""
+        await self._writer.open()
+
+    async def close(self) -> None:
+        """Commit everything already queued, then close; later calls raise StorageError."""
+        await self._writer.close()
+
+    # --- sessions -------------------------------------------------------------------
+
+    async def load_sessions(self) -> list[SessionRecord]:
+        """Every stored session; a row whose subscriptions cannot be read is logged, skipped."""
+        return await self._writer.submit(_load_sessions)
+
+    async def save_session(self, record: SessionRecord) -> None:
+        """Insert or replace the session record, subscriptions included."""
+        row = (
+            record.client_id,
+            record.protocol_level,
+            record.session_expiry_interval,
+            record.disconnected_at,
+            record.client_type,
+            _subscriptions_to_json(record.subscriptions),
+        )
+        await self._writer.submit(_statement(_SAVE_SESSION, row))
+
+    async def delete_session(self, client_id: str) -> None:
+        """Remove the session record, its queue and its counters."""
+
+        def job(conn: sqlite3.Connection) -> None:
+            conn.execute("DELETE FROM sessions WHERE client_id = ?", (client_id,))
+            self._clear(conn, client_id)
+
+        await self._writer.submit(job)
+
+    # --- queues ---------------------------------------------------------------------
+
+    async def enqueue(self, items: Sequence[tuple[str, Message]]) -> list[QueuedMessage | None]:
+        """Append each (client_id, message) durably; see `MessageQueueStore.enqueue`."""
+        copied = list(items)  # the job runs later, on another thread
+        return await self._writer.submit(lambda conn: self._enqueue(conn, copied))
+
+    async def fetch(self, client_id: str, now: float) -> list[QueuedMessage]:
+        """The client's queue in serial order; entries expired at `now` are deleted."""
+        return await self._writer.submit(lambda conn: self._fetch(conn, client_id, now))
+
+    async def remove(self, client_id: str, packet_id: int) -> None:
+        """Delete the entry with that packet id (PUBACK [MQTT-4.3.2] / PUBCOMP [MQTT-4.3.3])."""
+
+        def job(conn: sqlite3.Connection) -> None:
+            cursor = conn.execute(
+                "DELETE FROM queue WHERE client_id = ? AND packet_id = ?", (client_id, packet_id)
+            )
+            self._forget(client_id, cursor.rowcount)
+
+        await self._writer.submit(job)
+
+    async def mark_pubrel(self, client_id: str, packet_id: int) -> None:
+        """Mark the entry as awaiting PUBCOMP [MQTT-4.3.3]; message and expiry are kept."""
+        await self._writer.submit(_statement(_MARK_PUBREL, (client_id, packet_id)))
+
+    async def clear(self, client_id: str) -> None:
+        """Delete the client's queue and counters: the next entry gets packet id 1."""
+        await self._writer.submit(lambda conn: self._clear(conn, client_id))
+
+    # --- retained -------------------------------------------------------------------
+
+    async def load_retained(self, now: float) -> list[Message]:
+        """Every retained message not expired at `now` [MQTT-3.3.2-5]; expired ones are
+        deleted, unreadable ones logged and skipped."""
+        return await self._writer.submit(lambda conn: _load_retained(conn, now))
+
+    async def set_retained(self, topic: str, message: Message | None) -> None:
+        """Store, replace or (with None) clear the retained message of `topic` [MQTT-3.3.1-5]."""
+        if message is None:
+            await self._writer.submit(_statement(_CLEAR_RETAINED, (topic,)))
+            return
+
+        def job(conn: sqlite3.Connection) -> None:
+            # Encoded on the writer thread: a large payload's base64 stays off the loop.
+            text = message_to_json(message, client_id=message.publisher_id, packet_id=0)
+            conn.execute(_SET_RETAINED, (topic, text, message.expires_at))
+
+        await self._writer.submit(job)
+
+    # --- writer-thread side -----------------------------------------------------------
+
+    def _state(self, conn: sqlite3.Connection, client_id: str) -> _Counters:
+        state = self._counters.get(client_id)
+        if state is None:
+            row = conn.execute(
+                "SELECT last_serial, last_packet_id FROM counters WHERE client_id = ?",
+                (client_id,),
+            ).fetchone()
+            (count,) = conn.execute(
+                "SELECT COUNT(*) FROM queue WHERE client_id = ?", (client_id,)
+            ).fetchone()
+            last_serial, last_packet_id = row if row is not None else (0, 0)
+            state = self._counters[client_id] = _Counters(last_serial, last_packet_id, count)
+        return state
+
+    def _forget(self, client_id: str, deleted: int) -> None:
+        state = self._counters.get(client_id)
+        if state is not None and deleted > 0:
+            state.count -= deleted
+
+    def _enqueue(
+        self, conn: sqlite3.Connection, items: list[tuple[str, Message]]
+    ) -> list[QueuedMessage | None]:
+        results: list[QueuedMessage | None] = [None] * len(items)
+        by_client: dict[str, list[int]] = {}
+        for index, (client_id, _message) in enumerate(items):
+            by_client.setdefault(client_id, []).append(index)
+        limit = self._limit
+        for client_id, wanted in by_client.items():
+            state = self._state(conn, client_id)
+            if self._policy is QueueFullPolicy.REJECT_NEW:
+                kept = wanted[: max(0, limit - state.count)]
+                if not kept:
+                    continue
+            else:
+                # Only the newest `limit` of this call can stay: the others would be
+                # trimmed at once, so they get their ids but are never written.
+                kept = wanted[-limit:]
+                for index in wanted[: len(wanted) - len(kept)]:
+                    state.last_serial += 1
+                    state.last_packet_id = state.last_packet_id % 65535 + 1
+                    results[index] = QueuedMessage(
+                        state.last_serial, state.last_packet_id, items[index][1]
+                    )
+                # Trim before assigning ids, so that enough of them are free.
+                excess = state.count + len(kept) - limit
+                if excess > 0:
+                    conn.execute(_DROP_OLDEST, (client_id, client_id, excess))
+                    state.count -= excess
+            rows = []
+            for index, (serial, packet_id) in zip(
+                kept, self._next_ids(conn, client_id, state, len(kept)), strict=True
+            ):
+                message = items[index][1]
+                results[index] = QueuedMessage(serial, packet_id, message)
+                text = message_to_json(
+                    message, client_id=client_id, packet_id=packet_id, packet_type=PUBLISH
+                )
+                rows.append((client_id, serial, packet_id, text, message.expires_at))
+            conn.executemany(_INSERT_ENTRY, rows)
+            state.count += len(rows)
+            conn.execute(_SAVE_COUNTERS, (client_id, state.last_serial, state.last_packet_id))
+        return results
+
+    def _next_ids(
+        self, conn: sqlite3.Connection, client_id: str, state: _Counters, n: int
+    ) -> list[tuple[int, int]]:
+        """`n` new (serial, packet id) pairs. An id still held by an entry of the queue
+        (one left unacknowledged while 65535 later ones passed) is skipped, so no two
+        entries of a queue ever share a packet id [MQTT-2.2.1-4]."""
+        assigned: list[tuple[int, int]] = []
+        while len(assigned) < n:
+            first = state.last_packet_id % 65535 + 1
+            candidates = [(first + i - 1) % 65535 + 1 for i in range(n - len(assigned))]
+            used = self._used_ids(conn, client_id, candidates[0], candidates[-1], state)
+            for packet_id in candidates:
+                state.last_packet_id = packet_id
+                if packet_id not in used:
+                    state.last_serial += 1
+                    assigned.append((state.last_serial, packet_id))
+        return assigned
+
+    @staticmethod
+    def _used_ids(
+        conn: sqlite3.Connection, client_id: str, low: int, high: int, state: _Counters
+    ) -> set[int]:
+        if state.count == 0:
+            return set()
+        if low <= high:
+            rows = conn.execute(_USED_IDS, (client_id, low, high))
+        else:  # the range wraps past 65535
+            rows = conn.execute(_USED_IDS_WRAPPED, (client_id, low, high))
+        return {packet_id for (packet_id,) in rows}
+
+    def _fetch(self, conn: sqlite3.Connection, client_id: str, now: float) -> list[QueuedMessage]:
+        entries: list[QueuedMessage] = []
+        expired = False
+        for serial, packet_id, pubrel, text, expires_at in conn.execute(
+            _FETCH, (client_id,)
+        ).fetchall():
+            if expires_at is not None and now >= expires_at:
+                expired = True
+                continue
+            try:
+                stored = message_from_json(text)
+            except StorageError as exc:
+                _log.error("skipping unreadable queue entry %s/%d: %s", client_id, serial, exc)
+                continue
+            entries.append(QueuedMessage(serial, packet_id, stored.message, bool(pubrel)))
+        if expired:
+            cursor = conn.execute(_DELETE_EXPIRED, (client_id, now))
+            self._forget(client_id, cursor.rowcount)
+        return entries
+
+    def _clear(self, conn: sqlite3.Connection, client_id: str) -> None:
+        conn.execute("DELETE FROM queue WHERE client_id = ?", (client_id,))
+        conn.execute("DELETE FROM counters WHERE client_id = ?", (client_id,))
+        self._counters[client_id] = _Counters(0, 0, 0)
+
+
+_SAVE_SESSION = "INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?, ?, ?)"
+_SET_RETAINED = "INSERT OR REPLACE INTO retained VALUES (?, ?, ?)"
+_CLEAR_RETAINED = "DELETE FROM retained WHERE topic = ?"
+_INSERT_ENTRY = (
+    "INSERT INTO queue (client_id, serial, packet_id, pubrel, message, expires_at)"
+    " VALUES (?, ?, ?, 0, ?, ?)"
+)
+_SAVE_COUNTERS = "INSERT OR REPLACE INTO counters VALUES (?, ?, ?)"
+_DROP_OLDEST = (
+    "DELETE FROM queue WHERE client_id = ? AND serial IN"
+    " (SELECT serial FROM queue WHERE client_id = ? ORDER BY serial LIMIT ?)"
+)
+_USED_IDS = "SELECT packet_id FROM queue WHERE client_id = ? AND packet_id BETWEEN ? AND ?"
+_USED_IDS_WRAPPED = (
+    "SELECT packet_id FROM queue WHERE client_id = ? AND (packet_id >= ? OR packet_id <= ?)"
+)
+_FETCH = (
+    "SELECT serial, packet_id, pubrel, message, expires_at FROM queue"
+    " WHERE client_id = ? ORDER BY serial"
+)
+_DELETE_EXPIRED = "DELETE FROM queue WHERE client_id = ? AND expires_at <= ?"
+# The JSON follows the entry's state too, as TBMQ's UPDATE_PACKET_TYPE script does.
+_MARK_PUBREL = (
+    "UPDATE queue SET pubrel = 1, message = CASE WHEN json_valid(message)"
+    " THEN json_set(message, '$.packetType', 'PUBREL') ELSE message END"
+    " WHERE client_id = ? AND packet_id = ?"
+)
+
+
+def _statement(sql: str, params: tuple[Any, ...]) -> Callable[[sqlite3.Connection], None]:
+    def job(conn: sqlite3.Connection) -> None:
+        conn.execute(sql, params)
+
+    return job
+
+
+def _load_sessions(conn: sqlite3.Connection) -> list[SessionRecord]:
+    records = []
+    for client_id, level, expiry, disconnected_at, client_type, subs in conn.execute(
+        "SELECT client_id, protocol_level, session_expiry_interval, disconnected_at,"
+        " client_type, subscriptions FROM sessions"
+    ):
+        try:
+            subscriptions = _subscriptions_from_json(subs)
+        except StorageError as exc:
+            _log.error("skipping session %r with unreadable subscriptions: %s", client_id, exc)
+            continue
+        records.append(
+            SessionRecord(client_id, level, expiry, subscriptions, disconnected_at, client_type)
+        )
+    return records
+
+
+def _load_retained(conn: sqlite3.Connection, now: float) -> list[Message]:
+    messages = []
+    expired = False
+    for topic, text, expires_at in conn.execute("SELECT topic, message, expires_at FROM retained"):
+        if expires_at is not None and now >= expires_at:
+            expired = True
+            continue
+        try:
+            messages.append(message_from_json(text).message)
+        except StorageError as exc:
+            _log.error("skipping unreadable retained message of %r: %s", topic, exc)
+    if expired:
+        conn.execute("DELETE FROM retained WHERE expires_at <= ?", (now,))
+    return messages
+
+
+def _subscriptions_to_json(subscriptions: list[Subscription]) -> str:
+    return json.dumps(
+        [
+            {
+                "topicFilter": s.topic_filter,
+                "qos": s.qos,
+                "noLocal": s.no_local,
+                "retainAsPublished": s.retain_as_published,
+                "retainHandling": s.retain_handling,
+                "subscriptionIdentifier": s.subscription_identifier,
+            }
+            for s in subscriptions
+        ],
+        separators=(",", ":"),
+    )
+
+
+def _subscriptions_from_json(text: str) -> list[Subscription]:
+    try:
+        items: Any = json.loads(text)
+        return [
+            Subscription(
+                topic_filter=str(item["topicFilter"]),
+                qos=int(item["qos"]),
+                no_local=bool(item["noLocal"]),
+                retain_as_published=bool(item["retainAsPublished"]),
+                retain_handling=int(item["retainHandling"]),
+                subscription_identifier=item.get("subscriptionIdentifier"),
+            )
+            for item in items
+        ]
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise StorageError(f"stored subscriptions are unreadable: {exc!r}") from exc

@@ -1,0 +1,106 @@
+"""The SQLite schema of the embedded store, its version, and how a connection is opened.
+
+One file holds everything: sessions (subscriptions as JSON), the per-client outgoing queues
+(messages as TBMQ-form JSON, see `codec_json`), the per-client counters and the retained
+messages. `schema_version` records which layout the file has, so a later mqttq can migrate
+it and an older one refuses to touch a newer file.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Final
+
+from mqttq.errors import StorageError
+
+SCHEMA_VERSION: Final = 1
+
+_TABLES: Final = (
+    """CREATE TABLE IF NOT EXISTS schema_version (
+        version INTEGER NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS sessions (
+        client_id TEXT PRIMARY KEY,
+        protocol_level INTEGER NOT NULL,
+        session_expiry_interval INTEGER NOT NULL,
+        disconnected_at REAL,
+        client_type TEXT NOT NULL,
+        subscriptions TEXT NOT NULL
+    ) WITHOUT ROWID""",
+    # serial only grows per client, across the packet-id wrap: it alone orders a queue.
+    # A rowid table, not WITHOUT ROWID on (client_id, serial): new rows append to the
+    # table's last pages and only the two small index entries land on per-client pages, so
+    # a commit touching many clients writes about half the pages (and WAL bytes) to fsync.
+    """CREATE TABLE IF NOT EXISTS queue (
+        id INTEGER PRIMARY KEY,
+        client_id TEXT NOT NULL,
+        serial INTEGER NOT NULL,
+        packet_id INTEGER NOT NULL,
+        pubrel INTEGER NOT NULL DEFAULT 0,
+        message TEXT NOT NULL,
+        expires_at REAL
+    )""",
+    "CREATE UNIQUE INDEX IF NOT EXISTS queue_serial ON queue (client_id, serial)",
+    # Unique: the adapter never lets two entries of a queue share a packet id.
+    "CREATE UNIQUE INDEX IF NOT EXISTS queue_packet_id ON queue (client_id, packet_id)",
+    # Kept when the queue empties, so packet ids continue instead of restarting at 1.
+    """CREATE TABLE IF NOT EXISTS counters (
+        client_id TEXT PRIMARY KEY,
+        last_serial INTEGER NOT NULL,
+        last_packet_id INTEGER NOT NULL
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS retained (
+        topic TEXT PRIMARY KEY,
+        message TEXT NOT NULL,
+        expires_at REAL
+    ) WITHOUT ROWID""",
+)
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Open (creating if needed) the database at `path`, ready for the writer thread.
+
+    WAL with synchronous=FULL: a transaction is on disk once COMMIT returns, so it survives
+    a kill -9 and a power loss. Autocommit mode: the writer issues BEGIN/COMMIT itself.
+    Raises StorageError when the file cannot be opened or has a newer schema.
+    """
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, isolation_level=None, cached_statements=64)
+    except (OSError, sqlite3.Error) as exc:
+        raise StorageError(f"cannot open SQLite database {path}: {exc}") from exc
+    try:
+        conn.execute("PRAGMA busy_timeout = 5000")
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if str(mode).lower() != "wal":
+            raise StorageError(f"SQLite database {path} refused WAL mode (got {mode!r})")
+        conn.execute("PRAGMA synchronous = FULL")
+        _create_schema(conn, path)
+    except sqlite3.Error as exc:
+        conn.close()
+        raise StorageError(f"cannot prepare SQLite database {path}: {exc}") from exc
+    except StorageError:
+        conn.close()
+        raise
+    return conn
+
+
+def _create_schema(conn: sqlite3.Connection, path: Path) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in _TABLES:
+            conn.execute(statement)
+        row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+        version = row[0]
+        if version is None:
+            conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
+        elif version > SCHEMA_VERSION:
+            raise StorageError(
+                f"SQLite database {path} has schema version {version}; "
+                f"this mqttq knows up to {SCHEMA_VERSION}"
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise

@@ -1,0 +1,273 @@
+"""The one thread that owns the SQLite connection, and its group commit.
+
+Callers on an asyncio loop `submit` a job (a function of the connection); the thread takes
+the first job queued, gathers every further job that arrives within `commit_interval` (up to
+`max_batch`), runs them all in ONE transaction and ends it with ONE commit, so many
+concurrent writers share one fsync. Each job runs inside a savepoint: a job that raises is
+undone alone and its caller gets a StorageError; a failing COMMIT fails every job of the
+batch. Results reach the loop only after the commit returned, so an awaited write is
+durable, and reads queue behind writes (read-your-writes). The loop never calls SQLite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeAlias, TypeVar
+
+from mqttq.errors import StorageError
+from mqttq.storage.sqlite_schema import connect
+
+_log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_Job: TypeAlias = tuple[
+    Callable[[sqlite3.Connection], Any] | None, asyncio.Future[Any], asyncio.AbstractEventLoop
+]
+"""(function run on the connection, or None to stop; its future; the future's loop)."""
+
+_Outcome: TypeAlias = tuple[asyncio.Future[Any], Any, BaseException | None]
+"""(the future, its result, or the error to raise in it instead)."""
+
+
+@dataclass(slots=True)
+class WriterStatistics:
+    """Counters of the writer thread since it started."""
+
+    jobs: int = 0
+    """Jobs run (each enqueue/fetch/remove... call is one job)."""
+    commits: int = 0
+    """Transactions committed; jobs / commits is the mean group size."""
+    failed_commits: int = 0
+    largest_batch: int = 0
+
+
+class SqliteWriter:
+    """Owns one SQLite connection on a private thread; see the module docstring."""
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        commit_interval: float,
+        idle_gap: float | None = None,
+        max_batch: int = 1024,
+        on_rollback: Callable[[], None] = lambda: None,
+    ) -> None:
+        """Gather jobs for at most `commit_interval` seconds after the first one, but stop
+        early once none arrived for `idle_gap` (default: a quarter of the interval), so a
+        lone caller does not pay the whole interval. `on_rollback` runs on the writer thread
+        whenever work was undone, so caches kept beside the database can be dropped."""
+        self._path = path
+        self._commit_interval = commit_interval
+        self._idle_gap = commit_interval / 4 if idle_gap is None else idle_gap
+        self._max_batch = max_batch
+        self._on_rollback = on_rollback
+        self._queue: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        # Guards `_accepting` against the thread's final drain: a job is either queued
+        # while the thread will still see it, or refused.
+        self._lock = threading.Lock()
+        self._accepting = False
+        self._closed = False
+        self._stopped: asyncio.Future[None] | None = None
+        self._stats = WriterStatistics()
+
+    def statistics(self) -> WriterStatistics:
+        """A snapshot of the counters."""
+        s = self._stats
+        return WriterStatistics(s.jobs, s.commits, s.failed_commits, s.largest_batch)
+
+    async def open(self) -> None:
+        """Start the thread and open the database; raises StorageError if that fails."""
+        if self._closed:
+            raise StorageError(f"SQLite storage {self._path} was closed; it cannot reopen")
+        if self._thread is not None:
+            return
+        loop = asyncio.get_running_loop()
+        opened: asyncio.Future[None] = loop.create_future()
+        self._thread = threading.Thread(
+            target=self._main, args=(opened, loop), name="mqttq-sqlite-writer", daemon=True
+        )
+        with self._lock:
+            self._accepting = True
+        self._thread.start()
+        try:
+            await opened
+        except StorageError:
+            self._closed = True
+            raise
+
+    def submit(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+        """Queue `fn` to run on the connection; the future resolves after its commit.
+
+        Raises StorageError at once when the writer is not open or already closed.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        with self._lock:
+            if not self._accepting:
+                state = "closed" if self._closed else "not open (await open() first)"
+                raise StorageError(f"SQLite storage {self._path} is {state}")
+            self._queue.put((fn, future, loop))
+        return future
+
+    async def close(self) -> None:
+        """Refuse new jobs, run and commit every job already queued, close the connection.
+
+        Idempotent: a second call waits for the first one's flush.
+        """
+        with self._lock:
+            self._closed = True
+            if self._accepting:
+                self._accepting = False
+                self._stopped = asyncio.get_running_loop().create_future()
+                self._queue.put((None, self._stopped, asyncio.get_running_loop()))
+        if self._stopped is not None:
+            await asyncio.shield(self._stopped)
+
+    # --- writer thread -------------------------------------------------------------
+
+    def _main(self, opened: asyncio.Future[None], loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            conn = connect(self._path)
+        except StorageError as exc:
+            self._stop_accepting()
+            _deliver([(opened, None, exc)], loop)
+            return
+        _deliver([(opened, None, None)], loop)
+        stop: _Job | None = None
+        try:
+            while stop is None:
+                batch, stop = self._collect()
+                if batch:
+                    self._run_batch(conn, batch)
+        except BaseException:
+            _log.exception("SQLite writer thread crashed; storage %s is unusable", self._path)
+            raise
+        finally:
+            # Whatever is still queued (only after a crash, or the stop job itself) gets an
+            # answer: awaiting callers never hang.
+            self._stop_accepting()
+            try:
+                conn.close()
+            except sqlite3.Error:
+                _log.exception("closing SQLite database %s failed", self._path)
+            if stop is not None:
+                _deliver([(stop[1], None, None)], stop[2])
+
+    def _stop_accepting(self) -> None:
+        with self._lock:
+            self._accepting = False
+        while True:
+            try:
+                fn, future, loop = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            error = None if fn is None else StorageError(f"SQLite storage {self._path} closed")
+            _deliver([(future, None, error)], loop)
+
+    def _collect(self) -> tuple[list[_Job], _Job | None]:
+        """The next batch, and the stop job if it came with it.
+
+        Waits at most `commit_interval` after the first job for more, and no longer than
+        `idle_gap` between two of them.
+        """
+        first = self._queue.get()
+        if first[0] is None:
+            return [], first
+        batch = [first]
+        deadline = time.monotonic() + self._commit_interval
+        while len(batch) < self._max_batch:
+            try:
+                job = self._queue.get_nowait()
+            except queue.Empty:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                try:
+                    job = self._queue.get(timeout=min(remaining, self._idle_gap))
+                except queue.Empty:
+                    break
+            if job[0] is None:
+                return batch, job
+            batch.append(job)
+        return batch, None
+
+    def _run_batch(self, conn: sqlite3.Connection, batch: list[_Job]) -> None:
+        outcomes: list[_Outcome] = []
+        try:
+            conn.execute("BEGIN")
+            for fn, future, _loop in batch:
+                assert fn is not None
+                conn.execute("SAVEPOINT job")
+                try:
+                    result = fn(conn)
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO job")
+                    self._on_rollback()
+                    outcomes.append((future, None, _storage_error(exc)))
+                else:
+                    outcomes.append((future, result, None))
+                conn.execute("RELEASE job")
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._stats.failed_commits += 1
+            _log.error("SQLite commit of %d jobs failed: %s", len(batch), exc)
+            self._rollback(conn)
+            outcomes = [
+                (future, None, StorageError(f"SQLite commit failed: {exc}"))
+                for _fn, future, _loop in batch
+            ]
+        else:
+            self._stats.commits += 1
+        self._stats.jobs += len(batch)
+        self._stats.largest_batch = max(self._stats.largest_batch, len(batch))
+        by_loop: dict[asyncio.AbstractEventLoop, list[_Outcome]] = {}
+        for (_fn, _future, job_loop), outcome in zip(batch, outcomes, strict=True):
+            by_loop.setdefault(job_loop, []).append(outcome)
+        for job_loop, items in by_loop.items():
+            _deliver(items, job_loop)
+
+    def _rollback(self, conn: sqlite3.Connection) -> None:
+        self._on_rollback()
+        if conn.in_transaction:
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                _log.exception("SQLite rollback failed")
+
+
+def _storage_error(exc: Exception) -> StorageError:
+    if isinstance(exc, StorageError):
+        return exc
+    error = StorageError(f"SQLite operation failed: {exc!r}")
+    error.__cause__ = exc
+    return error
+
+
+def _deliver(items: list[_Outcome], loop: asyncio.AbstractEventLoop) -> None:
+    """Resolve futures on their loop with one wake-up for the whole list."""
+    try:
+        loop.call_soon_threadsafe(_resolve, items)
+    except RuntimeError:
+        # The loop is closed: nobody can await these futures any more.
+        _log.debug("event loop closed before %d SQLite results arrived", len(items))
+
+
+def _resolve(items: list[_Outcome]) -> None:
+    for future, result, error in items:
+        if future.done():  # the awaiting task was cancelled
+            continue
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
