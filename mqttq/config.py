@@ -7,8 +7,15 @@ Validation names the offending key: `ConfigError("mqtt.max_keep_alive", "must be
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import difflib
+import math
+import tomllib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any, Final, get_type_hints
+
+from mqttq.errors import ConfigError
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +80,331 @@ class LogSettings:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
+    """Every setting of one broker process; built by `load_settings`, never mutated."""
+
     listener: ListenerSettings = field(default_factory=ListenerSettings)
     mqtt: MqttSettings = field(default_factory=MqttSettings)
     storage: StorageSettings = field(default_factory=StorageSettings)
     log: LogSettings = field(default_factory=LogSettings)
+
+
+# --- loading and validation -------------------------------------------------------------
+
+ENV_PREFIX: Final = "MQTTQ_"
+LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
+LOG_FORMATS: Final = ("json", "text")
+STORAGE_BACKENDS: Final = ("sqlite", "memory")
+QUEUE_FULL_POLICIES: Final = ("drop_oldest", "reject_new")
+MAX_PACKET_SIZE_LIMIT: Final = 268_435_460
+"""Largest possible MQTT packet: 268,435,455 bytes of remaining length + 5 header bytes."""
+
+_SECTIONS: Final[dict[str, type]] = {
+    "listener": ListenerSettings,
+    "mqtt": MqttSettings,
+    "storage": StorageSettings,
+    "log": LogSettings,
+}
+_TYPES: Final[dict[str, dict[str, type]]] = {
+    name: {f.name: get_type_hints(cls)[f.name] for f in fields(cls)}
+    for name, cls in _SECTIONS.items()
+}
+_ALL_KEYS: Final = tuple(f"{s}.{k}" for s, keys in _TYPES.items() for k in keys)
+_TYPE_WORDS: Final[dict[type, str]] = {
+    int: "an integer",
+    float: "a number",
+    bool: "true or false",
+    str: "a string",
+    Path: "a path (string)",
+}
+_TRUE_WORDS: Final = frozenset({"1", "true", "yes", "on"})
+_FALSE_WORDS: Final = frozenset({"0", "false", "no", "off"})
+
+
+class ConfigFileError(ConfigError):
+    """The config file cannot be read or is not valid TOML; the message names the file."""
+
+    def __init__(self, path: str | Path, problem: str) -> None:
+        super().__init__("config", problem)
+        self.path = str(path)
+        self.args = (f"config file {self.path}: {problem}",)
+
+
+def env_var_name(key: str) -> str:
+    """The environment variable for a dotted key: `mqtt.max_keep_alive` ->
+    `MQTTQ_MQTT__MAX_KEEP_ALIVE`."""
+    section, _, name = key.partition(".")
+    return f"{ENV_PREFIX}{section.upper()}__{name.upper()}"
+
+
+def iter_keys() -> Iterator[tuple[str, type, object]]:
+    """Every dotted key with its type and default, in section order (for docs and tests)."""
+    defaults = Settings()
+    for key in _ALL_KEYS:
+        section, _, name = key.partition(".")
+        yield key, _TYPES[section][name], getattr(getattr(defaults, section), name)
+
+
+def load_settings(
+    config_path: Path | None, env: Mapping[str, str], overrides: Mapping[str, object]
+) -> Settings:
+    """Build and validate the settings: defaults < TOML file < `env` < `overrides`.
+
+    `env` is usually `os.environ`; only `MQTTQ_<SECTION>__<KEY>` names are read (names
+    without `__`, such as `MQTTQ_CONFIG`, are left alone). `overrides` are keyed
+    `"section.key"`; a None value means "not given". Raises `ConfigFileError` when the
+    file cannot be read or parsed (naming the file, and the line for TOML syntax) and
+    `ConfigError` naming the dotted key for an unknown key, a wrong type or a value out
+    of range.
+    """
+    text: str | None = None
+    if config_path is not None:
+        text = _read_config(config_path)
+    source = str(config_path) if config_path is not None else "<none>"
+    return parse_settings(text, env, overrides, source=source)
+
+
+def parse_settings(
+    toml_text: str | None,
+    env: Mapping[str, str],
+    overrides: Mapping[str, object],
+    *,
+    source: str = "<string>",
+) -> Settings:
+    """`load_settings` on TOML text already read; `source` names it in error messages."""
+    values: dict[str, dict[str, Any]] = {name: {} for name in _SECTIONS}
+    if toml_text is not None:
+        try:
+            document = tomllib.loads(toml_text)
+        except tomllib.TOMLDecodeError as exc:
+            # The message ends with "(at line L, column C)".
+            raise ConfigFileError(source, f"invalid TOML: {exc}") from None
+        _apply_toml(document, values, source)
+    for name in sorted(env):
+        if name.startswith(ENV_PREFIX) and "__" in name:
+            section, _, key = name[len(ENV_PREFIX) :].partition("__")
+            dotted = f"{section.lower()}.{key.lower()}"
+            _store(values, dotted, env[name], f"from environment variable {name}", text=True)
+    for dotted, value in overrides.items():
+        if value is not None:
+            _store(values, dotted, value, "from the command line", text=isinstance(value, str))
+    return Settings(
+        listener=ListenerSettings(**values["listener"]),
+        mqtt=MqttSettings(**values["mqtt"]),
+        storage=StorageSettings(**values["storage"]),
+        log=LogSettings(**values["log"]),
+    )
+
+
+def _read_config(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ConfigFileError(path, "no such file; check the --config path") from None
+    except IsADirectoryError:
+        raise ConfigFileError(path, "is a directory; give the path of a TOML file") from None
+    except PermissionError:
+        raise ConfigFileError(path, "permission denied; make it readable") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigFileError(path, f"not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigFileError(path, exc.strerror or str(exc)) from None
+
+
+def _apply_toml(document: dict[str, Any], values: dict[str, dict[str, Any]], source: str) -> None:
+    origin = f"in {source}"
+    for section, table in document.items():
+        if section not in _SECTIONS:
+            if not isinstance(table, dict):
+                raise ConfigError(
+                    section,
+                    f"settings belong in a section such as [listener] ({origin})"
+                    + _suggest(section, by_name=True),
+                )
+            close = difflib.get_close_matches(section, list(_SECTIONS), n=1)
+            hint = f"; did you mean [{close[0]}]?" if close else ""
+            raise ConfigError(
+                section,
+                f"unknown section [{section}] ({origin}){hint}; known sections: "
+                + ", ".join(f"[{s}]" for s in _SECTIONS),
+            )
+        if not isinstance(table, dict):
+            raise ConfigError(section, f"must be a table [{section}], got {_describe(table)}")
+        for key, raw in table.items():
+            _store(values, f"{section}.{key}", raw, origin, text=False)
+
+
+def _store(
+    values: dict[str, dict[str, Any]], dotted: str, raw: object, origin: str, *, text: bool
+) -> None:
+    section, _, name = dotted.partition(".")
+    kind = _TYPES.get(section, {}).get(name)
+    if kind is None:
+        spell = env_var_name if origin.startswith("from environment") else None
+        raise ConfigError(dotted, f"unknown key ({origin})" + _suggest(dotted, spell=spell))
+    try:
+        value = _parse_text(kind, raw) if text and isinstance(raw, str) else _check_type(kind, raw)
+    except ValueError as exc:
+        raise ConfigError(dotted, f"{exc} ({origin})") from None
+    if dotted in _NORMALIZE:
+        value = _NORMALIZE[dotted](value)
+    check = _CHECKS.get(dotted)
+    problem = check(value) if check is not None else None
+    if problem is not None:
+        raise ConfigError(dotted, f"{problem} ({origin})")
+    values[section][name] = value
+
+
+def _check_type(kind: type, raw: object) -> object:
+    """A value from TOML or a typed override: the type must already be right."""
+    expected = f"expected {_TYPE_WORDS[kind]}, got {_describe(raw)}"
+    if kind is bool:
+        if isinstance(raw, bool):
+            return raw
+        raise ValueError(expected)
+    if kind is int:
+        # bool is an int subclass in Python; `port = true` is still a mistake.
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            return raw
+        raise ValueError(expected)
+    if kind is float:
+        if isinstance(raw, int | float) and not isinstance(raw, bool):
+            if not math.isfinite(raw):
+                raise ValueError(f"must be a finite number, got {raw}")
+            return float(raw)
+        raise ValueError(expected)
+    if kind is Path:
+        if isinstance(raw, Path):
+            return raw
+        if isinstance(raw, str):
+            return _parse_text(Path, raw)
+        raise ValueError(expected)
+    if isinstance(raw, str):
+        return raw
+    raise ValueError(expected)
+
+
+def _parse_text(kind: type, raw: str) -> object:
+    """A value from an environment variable or a string override."""
+    stripped = raw.strip()
+    if kind is str:
+        return raw
+    if kind is Path:
+        if not stripped:
+            raise ValueError("must not be empty")
+        return Path(raw).expanduser()
+    if kind is bool:
+        if stripped.lower() in _TRUE_WORDS:
+            return True
+        if stripped.lower() in _FALSE_WORDS:
+            return False
+        raise ValueError(f"expected true or false, got {raw!r}")
+    if kind is int:
+        try:
+            return int(stripped, 0) if stripped.lower().startswith("0x") else int(stripped)
+        except ValueError:
+            raise ValueError(f"expected an integer, got {raw!r}") from None
+    try:
+        number = float(stripped)
+    except ValueError:
+        raise ValueError(f"expected a number, got {raw!r}") from None
+    if not math.isfinite(number):
+        raise ValueError(f"must be a finite number, got {raw!r}")
+    return number
+
+
+def _describe(raw: object) -> str:
+    if isinstance(raw, bool):
+        return f"boolean {str(raw).lower()}"
+    if isinstance(raw, int):
+        return f"integer {raw}"
+    if isinstance(raw, float):
+        return f"float {raw}"
+    if isinstance(raw, str):
+        return f"string {raw!r}"
+    if isinstance(raw, list):
+        return "an array"
+    if isinstance(raw, dict):
+        return "a table"
+    return type(raw).__name__
+
+
+def _suggest(
+    dotted: str, *, by_name: bool = False, spell: Callable[[str], str] | None = None
+) -> str:
+    """A hint for an unknown key: the closest known key, else the section's keys.
+
+    `by_name`: `dotted` is a bare name found outside any section (`port = 1`).
+    """
+    if by_name:
+        section, name = "", dotted
+    else:
+        section, _, name = dotted.partition(".")
+    close = [key for key in _ALL_KEYS if key.partition(".")[2] == name]
+    if not close:
+        close = difflib.get_close_matches(dotted, _ALL_KEYS, n=1, cutoff=0.6)
+    if not close and section in _TYPES:
+        matches = difflib.get_close_matches(name, list(_TYPES[section]), n=1, cutoff=0.5)
+        close = [f"{section}.{key}" for key in matches]
+    if close:
+        return f"; did you mean {(spell or str)(close[0])!r}?"
+    if section in _TYPES:
+        return f"; known keys in [{section}]: " + ", ".join(_TYPES[section])
+    return "; known sections: " + ", ".join(_SECTIONS)
+
+
+def _in_range(low: float, high: float) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if low <= value <= high:
+            return None
+        return f"must be between {low} and {high}, got {value}"
+
+    return check
+
+
+def _one_of(*choices: str) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if value in choices:
+            return None
+        close = difflib.get_close_matches(value, choices, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return f"must be one of {', '.join(choices)}, got {value!r}{hint}"
+
+    return check
+
+
+def _positive(value: Any) -> str | None:
+    return None if value > 0 else f"must be greater than 0, got {value}"
+
+
+def _not_negative(value: Any) -> str | None:
+    return None if value >= 0 else f"must be 0 or more, got {value}"
+
+
+def _not_empty(value: Any) -> str | None:
+    return None if str(value).strip() else "must not be empty"
+
+
+_NORMALIZE: Final[dict[str, Callable[[Any], Any]]] = {
+    "log.level": str.lower,
+    "log.format": str.lower,
+}
+_CHECKS: Final[dict[str, Callable[[Any], str | None]]] = {
+    "listener.host": _not_empty,
+    "listener.port": _in_range(0, 65535),
+    "mqtt.max_keep_alive": _in_range(1, 65535),
+    "mqtt.receive_maximum": _in_range(1, 65535),
+    "mqtt.max_packet_size": _in_range(1, MAX_PACKET_SIZE_LIMIT),
+    "mqtt.topic_alias_maximum": _in_range(0, 65535),
+    "mqtt.maximum_qos": _in_range(0, 2),
+    "mqtt.max_queued_messages": _in_range(1, 65535),
+    "mqtt.queue_full_policy": _one_of(*QUEUE_FULL_POLICIES),
+    "mqtt.connect_timeout": _positive,
+    "mqtt.max_session_expiry_interval": _in_range(0, 0xFFFFFFFF),
+    # A server must accept client ids of 1..23 bytes [MQTT-3.1.3-5]; the field is 2 bytes.
+    "mqtt.max_client_id_length": _in_range(23, 65535),
+    "storage.data_dir": _not_empty,
+    "storage.backend": _one_of(*STORAGE_BACKENDS),
+    "storage.commit_interval_ms": _not_negative,
+    "log.level": _one_of(*LOG_LEVELS),
+    "log.format": _one_of(*LOG_FORMATS),
+}

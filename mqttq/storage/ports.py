@@ -67,9 +67,7 @@ class SessionStore(Protocol):
 
 
 class MessageQueueStore(Protocol):
-    async def enqueue(
-        self, items: Sequence[tuple[str, Message]]
-    ) -> list[QueuedMessage | None]:
+    async def enqueue(self, items: Sequence[tuple[str, Message]]) -> list[QueuedMessage | None]:
         """Append each (client_id, message) to that client's queue, durably.
 
         Assigns serial and packet id per client (ids wrap 65535 -> 1; the serial keeps
