@@ -1,0 +1,262 @@
+"""`mqttq serve`: the composition root that builds settings, storage and the broker.
+
+This is the only module that picks a storage adapter. The broker and the adapters are
+imported inside the command, so `mqttq --help` stays fast and the CLI does not load
+asyncio machinery it does not need.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from mqttq.cli.errors import CliError, explain, print_error
+from mqttq.config import Settings, load_settings
+from mqttq.errors import MqttqError
+from mqttq.logs import configure_logging
+
+if TYPE_CHECKING:
+    from mqttq.broker.server import Broker
+    from mqttq.storage.ports import Storage
+
+log = logging.getLogger(__name__)
+
+SQLITE_FILE_NAME = "mqttq.sqlite3"
+"""The embedded database inside `storage.data_dir`."""
+
+SERVE_HELP = (
+    "Run the MQTT broker until SIGTERM or Ctrl+C, then shut down cleanly (exit 0). "
+    "Settings come from the defaults, then --config, then MQTTQ_<SECTION>__<KEY> "
+    "environment variables, then these flags."
+)
+
+
+def serve(
+    *,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            "-c",
+            envvar="MQTTQ_CONFIG",
+            show_envvar=True,
+            metavar="PATH",
+            help="TOML file with listener, mqtt, storage and log sections. "
+            "Without it mqttq runs embedded on its defaults.",
+        ),
+    ] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            metavar="HOST",
+            help="Address the MQTT listener binds. "
+            "Config key listener.host, env MQTTQ_LISTENER__HOST; default 127.0.0.1.",
+        ),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(
+            metavar="PORT",
+            help="TCP port of the MQTT listener; 0 picks a free port "
+            "(see --ready-file). Config key listener.port, env MQTTQ_LISTENER__PORT; "
+            "default 1883.",
+        ),
+    ] = None,
+    data_dir: Annotated[
+        # A str, not a Path: click turns "" into ".", and an empty data dir is a mistake.
+        str | None,
+        typer.Option(
+            metavar="DIR",
+            help="Directory of the embedded SQLite database (created if missing). "
+            "Config key storage.data_dir, env MQTTQ_STORAGE__DATA_DIR; default ./mqttq-data.",
+        ),
+    ] = None,
+    log_level: Annotated[
+        str | None,
+        typer.Option(
+            metavar="LEVEL",
+            help="debug, info, warning, error or critical. "
+            "Config key log.level, env MQTTQ_LOG__LEVEL; default warning.",
+        ),
+    ] = None,
+    log_format: Annotated[
+        str | None,
+        typer.Option(
+            metavar="FORMAT",
+            help="json (one object per line) or text. "
+            "Config key log.format, env MQTTQ_LOG__FORMAT; default json.",
+        ),
+    ] = None,
+    ready_file: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="PATH",
+            help='Once listening, write {"pid": ..., "mqtt_port": ...} as JSON to this file '
+            "(atomically; removed again on a clean stop). For scripts and tests.",
+        ),
+    ] = None,
+) -> None:
+    """Run the broker until SIGTERM or SIGINT, then shut down and exit 0 (`SERVE_HELP`).
+
+    A configuration error exits 2 and any other error a user can fix exits 1, each with
+    one line on stderr.
+    """
+    overrides: dict[str, object] = {
+        "listener.host": host,
+        "listener.port": port,
+        "storage.data_dir": data_dir,
+        "log.level": log_level,
+        "log.format": log_format,
+    }
+    settings: Settings | None = None
+    try:
+        settings = load_settings(config, os.environ, overrides)
+        configure_logging(settings.log.level, settings.log.format)
+        run_broker(settings, ready_file=ready_file, announce=sys.stderr.isatty())
+    except Exception as exc:
+        explained = explain(exc, settings)
+        if explained is None:
+            raise
+        message, exit_code = explained
+        log.debug("serve failed", exc_info=True)
+        print_error(message)
+        raise typer.Exit(exit_code) from None
+
+
+def run_broker(settings: Settings, *, ready_file: Path | None, announce: bool) -> None:
+    """Start the broker, serve until SIGTERM/SIGINT, then shut it down; blocks throughout.
+
+    Raises what start() raises (OSError for a taken port, StorageError, ...) after
+    releasing whatever was opened.
+    """
+    from mqttq.broker.server import Broker  # noqa: PLC0415 (composition root, see module doc)
+
+    broker = Broker(settings, open_storage(settings))
+    _run_event_loop(_serve(broker, settings, ready_file, announce))
+
+
+def open_storage(settings: Settings) -> Storage:
+    """The storage adapter `settings.storage.backend` names, configured from `settings`."""
+    from mqttq.storage.ports import QueueFullPolicy  # noqa: PLC0415
+
+    policy = QueueFullPolicy(settings.mqtt.queue_full_policy)
+    limit = settings.mqtt.max_queued_messages
+    if settings.storage.backend == "memory":
+        from mqttq.storage.memory import MemoryStorage  # noqa: PLC0415
+
+        return MemoryStorage(queue_limit=limit, queue_full_policy=policy)
+    from mqttq.storage.sqlite import SqliteStorage  # noqa: PLC0415
+
+    return SqliteStorage(
+        settings.storage.data_dir / SQLITE_FILE_NAME,
+        queue_limit=limit,
+        queue_full_policy=policy,
+        commit_interval=settings.storage.commit_interval_ms / 1000,
+    )
+
+
+def _run_event_loop(main: Coroutine[Any, Any, None]) -> None:
+    try:
+        import uvloop  # noqa: PLC0415 (optional: not built for every platform)
+    except ImportError:
+        asyncio.run(main)
+        return
+    uvloop.run(main)
+
+
+async def _serve(
+    broker: Broker, settings: Settings, ready_file: Path | None, announce: bool
+) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, _on_signal, stop, signum)
+    try:
+        await broker.start()
+    except BaseException:
+        await _release_after_failed_start(broker)
+        raise
+    written: Path | None = None
+    try:
+        if ready_file is not None:
+            write_ready_file(ready_file, os.getpid(), broker.port)
+            written = ready_file
+        if announce:
+            _announce(settings, broker.port)
+        log.info(
+            "listening",
+            extra={"host": settings.listener.host, "port": broker.port, "mode": "embedded"},
+        )
+        serving = asyncio.create_task(broker.serve_forever())
+        stopping = asyncio.create_task(stop.wait())
+        await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        if stop.is_set():
+            log.info("stopping on signal")
+            await broker.shutdown()
+        else:
+            stopping.cancel()
+        await serving
+    finally:
+        # Idempotent: also covers a failure between start() and serve_forever().
+        await broker.shutdown()
+        if written is not None:
+            written.unlink(missing_ok=True)
+    log.info("stopped")
+
+
+def _on_signal(stop: asyncio.Event, signum: int) -> None:
+    if stop.is_set():
+        # A second Ctrl+C / SIGTERM while shutting down: the user insists.
+        os.write(2, b"mqttq: second signal, exiting without a clean shutdown\n")
+        os._exit(128 + signum)
+    stop.set()
+
+
+async def _release_after_failed_start(broker: Broker) -> None:
+    """Close what a failed start() opened; the start error is the one worth reporting."""
+    try:
+        await broker.shutdown()
+    except (MqttqError, OSError):
+        log.debug("shutdown after a failed start also failed", exc_info=True)
+
+
+def write_ready_file(path: Path, pid: int, mqtt_port: int) -> None:
+    """Atomically write `{"pid": pid, "mqtt_port": mqtt_port}` to `path`.
+
+    Readers never see a partial file: the JSON goes to a temporary file in the same
+    directory, which then replaces `path`.
+    """
+    temporary = path.with_name(f".{path.name}.{pid}.tmp")
+    try:
+        temporary.write_text(json.dumps({"pid": pid, "mqtt_port": mqtt_port}) + "\n")
+        os.replace(temporary, path)
+    except OSError as exc:
+        # Best effort: the temporary file (or its directory) may not exist at all.
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise CliError(
+            f"cannot write the ready file {path}: {exc.strerror}; check --ready-file"
+        ) from exc
+
+
+def _announce(settings: Settings, port: int) -> None:
+    host = settings.listener.host
+    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if settings.storage.backend == "memory":
+        where = "in memory: nothing survives a restart"
+    else:
+        where = f"data dir {settings.storage.data_dir.absolute()}"
+    line = Text.assemble("mqttq listening on ", (address, "bold"), f" (embedded, {where})")
+    Console(stderr=True, soft_wrap=True, highlight=False).print(line)

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The README's first command: install mqttq into ./.venv and run `mqttq serve` on its
+# embedded defaults (127.0.0.1:1883, SQLite under ./mqttq-data). Arguments go to
+# `mqttq serve`, e.g. `./scripts/run-local.sh --port 1884 --log-format text`.
+#
+# The same as `python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/mqttq serve`,
+# plus: python3-venv is installed on Debian when missing, and pip runs only when
+# pyproject.toml changed since the last install. Set PYTHON to use another interpreter.
+#
+# Sourcing this file only defines `ensure_venv` (scripts/test.sh uses it).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV=$ROOT/.venv
+# shellcheck source=scripts/install-services.sh
+source "$ROOT/scripts/install-services.sh"
+
+# `ensure_venv [EXTRAS]`: ./.venv exists and has `pip install -e .[EXTRAS]` of this tree.
+ensure_venv() {
+    local extras=${1:-}
+    local target=$ROOT
+    [[ -n $extras ]] && target="$ROOT[$extras]"
+    if [[ -d $VENV ]] && ! "$VENV/bin/python" -c '' >/dev/null 2>&1; then
+        echo "recreating $VENV (its Python does not run)" >&2
+        rm -rf "$VENV"
+    fi
+    if [[ ! -x $VENV/bin/python ]]; then
+        ensure_python_venv
+        local python=${PYTHON:-python3}
+        if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+            echo "mqttq needs Python 3.11 or newer; $python is $("$python" -V 2>&1)" >&2
+            return 1
+        fi
+        echo "creating $VENV" >&2
+        "$python" -m venv "$VENV"
+    fi
+    # Reinstall when the dependencies or the extras change; code changes need nothing
+    # (editable install).
+    local stamp=$VENV/.mqttq-install
+    local digest installed=""
+    digest=$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)
+    [[ -f $stamp ]] && installed=$(<"$stamp")
+    # "<digest> <extras>": an install with extras also serves a run without them.
+    if [[ $installed == "$digest ${extras:-}" || (-z $extras && $installed == "$digest "*) ]]; then
+        return 0
+    fi
+    echo "installing mqttq${extras:+[$extras]} into $VENV" >&2
+    "$VENV/bin/python" -m pip install --quiet -e "$target"
+    echo "$digest ${extras:-}" >"$stamp"
+}
+
+if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
+    ensure_venv
+    exec "$VENV/bin/mqttq" serve "$@"
+fi

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The README's second command (and all that CI runs): install the Debian test services
+# when missing, refresh ./.venv with the test extras, then run ruff, mypy and pytest.
+# Every check runs even when an earlier one fails; the exit status is non-zero if any
+# failed. Arguments go to pytest, e.g. `./scripts/test.sh tests/unit -k trie`.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+# shellcheck source=scripts/run-local.sh
+source "$ROOT/scripts/run-local.sh"
+
+"$ROOT/scripts/install-services.sh"
+ensure_venv test
+
+failed=()
+check() {
+    local name=$1
+    shift
+    echo "==> $name" >&2
+    if ! "$@"; then
+        failed+=("$name")
+    fi
+}
+
+check "ruff check" "$VENV/bin/ruff" check mqttq tests
+check "ruff format" "$VENV/bin/ruff" format --check mqttq tests
+check "mypy" "$VENV/bin/mypy"
+if ((${#failed[@]} > 0)); then
+    echo "==> failed so far: ${failed[*]} (running the tests anyway)" >&2
+fi
+
+echo "==> pytest" >&2
+status=0
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@" || status=$?
+case $status in
+    0) ;;
+    5)
+        echo "pytest collected no tests: that is a failure here" >&2
+        failed+=("pytest")
+        ;;
+    *) failed+=("pytest") ;;
+esac
+
+if ((${#failed[@]} > 0)); then
+    echo "test.sh: FAILED: ${failed[*]}" >&2
+    exit 1
+fi

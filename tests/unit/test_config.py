@@ -1,0 +1,295 @@
+"""Settings loading: defaults, TOML, env vars, overrides, and the errors that name the key."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from mqttq.config import (
+    ConfigFileError,
+    Settings,
+    env_var_name,
+    iter_keys,
+    load_settings,
+    parse_settings,
+)
+from mqttq.errors import ConfigError
+
+
+def config_error(
+    toml: str | None = None, env: dict[str, str] | None = None, **overrides: object
+) -> ConfigError:
+    with pytest.raises(ConfigError) as caught:
+        parse_settings(toml, env or {}, _dotted(overrides), source="broker.toml")
+    return caught.value
+
+
+def _dotted(overrides: dict[str, object]) -> dict[str, object]:
+    """`listener__port=1` -> `{"listener.port": 1}` (keyword arguments cannot hold dots)."""
+    return {key.replace("__", "."): value for key, value in overrides.items()}
+
+
+def test_defaults_without_any_source() -> None:
+    settings = load_settings(None, {}, {})
+    assert settings == Settings()
+    assert settings.listener.host == "127.0.0.1"
+    assert settings.listener.port == 1883
+    assert settings.mqtt.max_queued_messages == 10_000
+    assert settings.storage.backend == "sqlite"
+    assert settings.storage.data_dir == Path("mqttq-data")
+    assert (settings.log.level, settings.log.format) == ("warning", "json")
+
+
+def test_toml_sets_every_section() -> None:
+    toml = """
+[listener]
+host = "0.0.0.0"
+port = 11883
+
+[mqtt]
+max_keep_alive = 120
+retain_available = false
+connect_timeout = 3
+queue_full_policy = "reject_new"
+
+[storage]
+data_dir = "/var/lib/mqttq"
+backend = "memory"
+commit_interval_ms = 0
+
+[log]
+level = "INFO"
+format = "text"
+"""
+    settings = parse_settings(toml, {}, {})
+    assert settings.listener == dataclasses.replace(Settings().listener, host="0.0.0.0", port=11883)
+    assert settings.mqtt.max_keep_alive == 120
+    assert settings.mqtt.retain_available is False
+    assert settings.mqtt.connect_timeout == 3.0
+    assert isinstance(settings.mqtt.connect_timeout, float)
+    assert settings.mqtt.queue_full_policy == "reject_new"
+    assert settings.storage.data_dir == Path("/var/lib/mqttq")
+    assert settings.storage.backend == "memory"
+    assert settings.storage.commit_interval_ms == 0.0
+    assert (settings.log.level, settings.log.format) == ("info", "text")
+
+
+def test_env_overrides_toml_and_flags_override_env() -> None:
+    toml = "[listener]\nport = 1000\nhost = '127.0.0.2'\n[mqtt]\nmax_keep_alive = 10\n"
+    env = {"MQTTQ_LISTENER__PORT": "2000", "MQTTQ_MQTT__MAX_KEEP_ALIVE": "20"}
+    settings = parse_settings(toml, env, {"listener.port": 3000})
+    assert settings.listener.port == 3000
+    assert settings.mqtt.max_keep_alive == 20
+    assert settings.listener.host == "127.0.0.2"
+
+
+def test_env_values_are_parsed_to_the_field_type() -> None:
+    env = {
+        "MQTTQ_LISTENER__PORT": "0",
+        "MQTTQ_MQTT__QUEUE_QOS0": "yes",
+        "MQTTQ_MQTT__RETAIN_AVAILABLE": "false",
+        "MQTTQ_MQTT__CONNECT_TIMEOUT": "2.5",
+        "MQTTQ_MQTT__MAX_SESSION_EXPIRY_INTERVAL": "0xFFFF",
+        "MQTTQ_STORAGE__DATA_DIR": "/tmp/mqttq-test",
+        "MQTTQ_LOG__LEVEL": "DEBUG",
+    }
+    settings = parse_settings(None, env, {})
+    assert settings.listener.port == 0
+    assert settings.mqtt.queue_qos0 is True
+    assert settings.mqtt.retain_available is False
+    assert settings.mqtt.connect_timeout == 2.5
+    assert settings.mqtt.max_session_expiry_interval == 0xFFFF
+    assert settings.storage.data_dir == Path("/tmp/mqttq-test")
+    assert settings.log.level == "debug"
+
+
+def test_env_names_without_a_section_separator_are_not_settings() -> None:
+    env = {"MQTTQ_CONFIG": "/etc/mqttq.toml", "MQTTQ_SOMETHING": "x", "mqttq_log__level": "nope"}
+    assert parse_settings(None, env, {}) == Settings()
+
+
+def test_typed_and_string_overrides_and_none_means_not_given() -> None:
+    overrides: dict[str, object] = {
+        "listener.port": 0,
+        "storage.data_dir": Path("/srv/mqttq"),
+        "mqtt.max_keep_alive": "30",
+        "log.level": None,
+    }
+    settings = parse_settings(None, {}, overrides)
+    assert settings.listener.port == 0
+    assert settings.storage.data_dir == Path("/srv/mqttq")
+    assert settings.mqtt.max_keep_alive == 30
+    assert settings.log.level == "warning"
+
+
+def test_settings_are_frozen() -> None:
+    settings = Settings()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.listener.port = 1  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.mqtt = settings.mqtt  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("key", "_type", "default"), list(iter_keys()))
+def test_every_default_round_trips_through_its_env_var(
+    key: str, _type: type, default: object
+) -> None:
+    text = str(default).lower() if isinstance(default, bool) else str(default)
+    settings = parse_settings(None, {env_var_name(key): text}, {})
+    section, _, name = key.partition(".")
+    assert getattr(getattr(settings, section), name) == default
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "fragment"),
+    [
+        ("listener.port", "-1", "between 0 and 65535"),
+        ("listener.port", "65536", "between 0 and 65535"),
+        ("listener.host", "''", "must not be empty"),
+        ("mqtt.max_keep_alive", "0", "between 1 and 65535"),
+        ("mqtt.max_keep_alive", "65536", "between 1 and 65535"),
+        ("mqtt.receive_maximum", "0", "between 1 and 65535"),
+        ("mqtt.receive_maximum", "65536", "between 1 and 65535"),
+        ("mqtt.max_packet_size", "0", "between 1 and 268435460"),
+        ("mqtt.max_packet_size", "268435461", "between 1 and 268435460"),
+        ("mqtt.topic_alias_maximum", "-1", "between 0 and 65535"),
+        ("mqtt.topic_alias_maximum", "65536", "between 0 and 65535"),
+        ("mqtt.maximum_qos", "3", "between 0 and 2"),
+        ("mqtt.maximum_qos", "-1", "between 0 and 2"),
+        ("mqtt.max_queued_messages", "0", "between 1 and 65535"),
+        ("mqtt.max_queued_messages", "65536", "between 1 and 65535"),
+        ("mqtt.queue_full_policy", "'drop-oldest'", "did you mean 'drop_oldest'"),
+        ("mqtt.queue_full_policy", "'never'", "drop_oldest, reject_new"),
+        ("mqtt.connect_timeout", "0", "greater than 0"),
+        ("mqtt.connect_timeout", "-1.5", "greater than 0"),
+        ("mqtt.connect_timeout", "inf", "finite"),
+        ("mqtt.max_session_expiry_interval", "4294967296", "between 0 and 4294967295"),
+        ("mqtt.max_client_id_length", "22", "between 23 and 65535"),
+        ("storage.backend", "'redis'", "sqlite, memory"),
+        ("storage.commit_interval_ms", "-1", "0 or more"),
+        ("storage.data_dir", "''", "must not be empty"),
+        ("log.level", "'verbose'", "debug, info, warning, error, critical"),
+        ("log.format", "'xml'", "json, text"),
+    ],
+)
+def test_out_of_range_values_name_the_key(key: str, value: str, fragment: str) -> None:
+    section, _, name = key.partition(".")
+    error = config_error(f"[{section}]\n{name} = {value}\n")
+    assert error.key == key
+    assert fragment in error.problem
+    assert key in str(error)
+    assert "broker.toml" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "fragment"),
+    [
+        ("listener.port", "'1883'", "expected an integer, got string '1883'"),
+        ("listener.port", "true", "expected an integer, got boolean true"),
+        ("listener.port", "1883.0", "expected an integer, got float 1883.0"),
+        ("listener.host", "1", "expected a string, got integer 1"),
+        ("mqtt.retain_available", "1", "expected true or false, got integer 1"),
+        ("mqtt.connect_timeout", "'10'", "expected a number"),
+        ("storage.data_dir", "[]", "expected a path"),
+        ("log.level", "{}", "expected a string, got a table"),
+    ],
+)
+def test_wrong_types_in_toml_name_the_key(key: str, value: str, fragment: str) -> None:
+    section, _, name = key.partition(".")
+    error = config_error(f"[{section}]\n{name} = {value}\n")
+    assert error.key == key
+    assert fragment in error.problem
+
+
+@pytest.mark.parametrize(
+    ("var", "text", "key", "fragment"),
+    [
+        ("MQTTQ_LISTENER__PORT", "http", "listener.port", "expected an integer, got 'http'"),
+        ("MQTTQ_MQTT__QUEUE_QOS0", "maybe", "mqtt.queue_qos0", "expected true or false"),
+        ("MQTTQ_MQTT__CONNECT_TIMEOUT", "soon", "mqtt.connect_timeout", "expected a number"),
+        ("MQTTQ_MQTT__MAX_KEEP_ALIVE", "0", "mqtt.max_keep_alive", "between 1 and 65535"),
+    ],
+)
+def test_bad_env_values_name_the_key_and_the_variable(
+    var: str, text: str, key: str, fragment: str
+) -> None:
+    error = config_error(env={var: text})
+    assert error.key == key
+    assert fragment in error.problem
+    assert var in error.problem
+
+
+def test_bad_override_names_the_key() -> None:
+    error = config_error(listener__port=70000)
+    assert error.key == "listener.port"
+    assert "command line" in error.problem
+
+
+@pytest.mark.parametrize(
+    ("toml", "key", "suggestion"),
+    [
+        ("[mqtt]\nmax_keepalive = 5\n", "mqtt.max_keepalive", "'mqtt.max_keep_alive'"),
+        ("[mqtt]\nport = 1884\n", "mqtt.port", "'listener.port'"),
+        ("[listener]\nprot = 1884\n", "listener.prot", "'listener.port'"),
+        ("[storage]\ndatadir = 'x'\n", "storage.datadir", "'storage.data_dir'"),
+        ("port = 1884\n", "port", "'listener.port'"),
+        ("[mqt]\nmax_keep_alive = 5\n", "mqt", "[mqtt]"),
+    ],
+)
+def test_unknown_keys_suggest_the_closest_known_key(toml: str, key: str, suggestion: str) -> None:
+    error = config_error(toml)
+    assert error.key == key
+    assert f"did you mean {suggestion}" in error.problem
+
+
+def test_unknown_key_without_a_close_match_lists_the_section_keys() -> None:
+    error = config_error("[log]\nwhatever_this_is = 1\n")
+    assert error.key == "log.whatever_this_is"
+    assert "known keys in [log]: level, format" in error.problem
+
+
+def test_unknown_env_key_suggests_the_env_var_spelling() -> None:
+    error = config_error(env={"MQTTQ_MQTT__MAX_KEEPALIVE": "5"})
+    assert error.key == "mqtt.max_keepalive"
+    assert "did you mean 'MQTTQ_MQTT__MAX_KEEP_ALIVE'" in error.problem
+
+
+def test_unknown_override_key_is_an_error() -> None:
+    error = config_error(listener__prot=1)
+    assert error.key == "listener.prot"
+    assert "did you mean 'listener.port'" in error.problem
+
+
+def test_section_that_is_not_a_table() -> None:
+    error = config_error("mqtt = 5\n")
+    assert error.key == "mqtt"
+    assert "must be a table [mqtt]" in error.problem
+
+
+def test_toml_syntax_error_names_the_file_and_line() -> None:
+    with pytest.raises(ConfigFileError) as caught:
+        parse_settings("[listener]\nport = 1883\nhost = \n", {}, {}, source="/etc/broker.toml")
+    message = str(caught.value)
+    assert message.startswith("config file /etc/broker.toml: invalid TOML")
+    assert "line 3" in message
+
+
+@pytest.mark.parametrize(
+    ("key", "expected"),
+    [("mqtt.max_keep_alive", "MQTTQ_MQTT__MAX_KEEP_ALIVE"), ("log.level", "MQTTQ_LOG__LEVEL")],
+)
+def test_env_var_name(key: str, expected: str) -> None:
+    assert env_var_name(key) == expected
+
+
+def test_iter_keys_covers_every_field_once() -> None:
+    keys = [key for key, _, _ in iter_keys()]
+    assert len(keys) == len(set(keys))
+    expected = {
+        f"{section.name}.{f.name}"
+        for section in dataclasses.fields(Settings)
+        for f in dataclasses.fields(getattr(Settings(), section.name))
+    }
+    assert set(keys) == expected
