@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from mqttq import __version__
+from mqttq.cli.bench import bench_app
 from mqttq.cli.serve import SERVE_HELP, serve
 
 app = typer.Typer(
@@ -18,6 +19,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.command("serve", help=SERVE_HELP)(serve)
+app.add_typer(bench_app, name="bench")
 
 
 def _print_version(value: bool) -> None:
