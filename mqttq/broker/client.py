@@ -1,0 +1,279 @@
+"""Client: the asyncio.Protocol shell around one MqttConnection.
+
+Bytes in -> `MqttConnection` -> packets -> the hub and the session lifecycle; everything
+sent is encoded into the connection's one buffer and written once per event-loop
+iteration (or at once past 64 KiB). Write pressure pauses deliveries to this client
+(`writable`); a publisher's acks and deliveries run through `steps` in arrival order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from typing import TYPE_CHECKING, cast
+
+from mqttq.broker.dispatch import HANDLERS
+from mqttq.broker.pending import OrderedSteps
+from mqttq.codec.enums import ReasonCode
+from mqttq.codec.packets import (
+    ConnackPacket,
+    ConnectPacket,
+    Packet,
+    PublishPacket,
+)
+from mqttq.errors import ProtocolError
+from mqttq.protocol.connection import MqttConnection
+from mqttq.protocol.state import ConnState
+
+if TYPE_CHECKING:
+    from mqttq.broker.lifecycle import Lifecycle
+    from mqttq.broker.session import Session
+
+__all__ = ["Client"]
+
+logger = logging.getLogger("mqttq.broker.client")
+
+FLUSH_AT = 64 * 1024
+"""Bytes buffered before a write happens without waiting for the end of the iteration."""
+WRITE_HIGH_WATER = 1280 * 1024
+WRITE_LOW_WATER = 640 * 1024
+"""Transport buffer limits: above high, deliveries to this client pause (TBMQ's values)."""
+MAX_PENDING_STEPS = 4096
+"""Answers waiting for storage before the client's socket stops being read."""
+
+
+class Client(asyncio.Protocol):
+    """One network connection of a client (see the module docstring)."""
+
+    __slots__ = (
+        "_blocked",
+        "_flush_pending",
+        "_loop",
+        "_reading_paused",
+        "_timer",
+        "client_id",
+        "closed",
+        "conn",
+        "life",
+        "normal_disconnect",
+        "peer",
+        "session",
+        "steps",
+        "transport",
+        "writable",
+    )
+
+    def __init__(self, life: Lifecycle) -> None:
+        self.life = life
+        self._loop = life.loop
+        self.conn = MqttConnection(life.limits, self._loop.time())
+        self.transport: asyncio.Transport | None = None
+        self.session: Session | None = None
+        self.client_id = ""
+        self.peer = "?"
+        self.steps = OrderedSteps(self._steps_advanced)
+        self.writable = True
+        self.closed = False
+        self.normal_disconnect = False
+        """DISCONNECT 0x00 received: the will is discarded [MQTT-3.14.4-3]."""
+        self._blocked = False
+        self._flush_pending = False
+        self._reading_paused = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    def __repr__(self) -> str:
+        return f"<Client {self.client_id!r} {self.peer}>"
+
+    # ------------------------------------------------------------------ asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        transport = cast(asyncio.Transport, transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.peer = f"{peer[0]}:{peer[1]}"
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            # Half-open connections: the OS probes, keep alive x 1.5 is the MQTT bound.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        transport.set_write_buffer_limits(WRITE_HIGH_WATER, WRITE_LOW_WATER)
+        self.life.client_opened(self)
+        self._arm_timer()
+
+    def data_received(self, data: bytes) -> None:
+        self.conn.receive_data(data, self._loop.time())
+        if not self._blocked:
+            self._process()
+
+    def eof_received(self) -> bool | None:
+        return None  # close the transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.conn.close()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self.life.client_closed(self)
+
+    def pause_writing(self) -> None:
+        self.writable = False
+
+    def resume_writing(self) -> None:
+        self.writable = True
+        if self.session is not None:
+            self.session.pump()
+        self._flush_soon()
+
+    # ------------------------------------------------------------------ sending
+
+    def send(self, packet: Packet) -> None:
+        self.conn.send(packet)
+        self._flush_soon()
+
+    def send_publish(self, packet: PublishPacket) -> bool:
+        sent = self.conn.send_publish(packet)
+        self._flush_soon()
+        return sent
+
+    def send_encoded_publish(self, data: bytes) -> bool:
+        sent = self.conn.send_encoded_publish(data)
+        self._flush_soon()
+        return sent
+
+    def _flush_soon(self) -> None:
+        if self.conn.pending_bytes >= FLUSH_AT:
+            self._flush()
+        elif not self._flush_pending and self.conn.pending_bytes:
+            self._flush_pending = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        data = self.conn.data_to_send()
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        if data:
+            transport.write(data)
+        if self.conn.state is ConnState.CLOSED:
+            transport.close()
+
+    def close(self) -> None:
+        """Flush what is queued (an error CONNACK/DISCONNECT) and close the transport."""
+        self.conn.close()
+        self._flush()
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    def kick(self, reason_code: ReasonCode, reason_string: str | None = None) -> None:
+        """Server-initiated close: DISCONNECT (5.0) with `reason_code`, then close; the
+        session is released at once (the will follows the abnormal-close rules)."""
+        self.conn.disconnect(reason_code, reason_string)
+        self.close()
+        self.life.client_closed(self)
+
+    def fail(self, error: ProtocolError) -> None:
+        """Answer a client fault with what the spec names and close; one log line."""
+        self.life.hub.stats.protocol_errors += 1
+        logger.info(
+            "client %r (%s): %s (0x%02X), closing",
+            self.client_id,
+            self.peer,
+            error.message,
+            error.reason_code,
+        )
+        self.conn.fail(error)
+        self.close()
+        self.life.client_closed(self)
+
+    # ------------------------------------------------------------------ timers
+
+    def _arm_timer(self) -> None:
+        deadline = self.conn.get_timer()
+        if deadline is not None and not self.closed:
+            self._timer = self._loop.call_at(deadline, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        try:
+            self.conn.handle_timer(self._loop.time())
+        except ProtocolError as error:
+            self.fail(error)
+            return
+        self._arm_timer()
+
+    # ------------------------------------------------------------------ inbound packets
+
+    def _process(self) -> None:
+        conn = self.conn
+        handlers = HANDLERS
+        try:
+            while not self._blocked:
+                packet = conn.next_packet()
+                if packet is None:
+                    break
+                if isinstance(packet, ConnectPacket):
+                    self._start_connect(packet)
+                    continue
+                handler = handlers.get(type(packet))
+                if handler is not None:
+                    handler(self, packet)
+        except ProtocolError as error:
+            self.fail(error)
+            return
+        self._flush_soon()
+
+    def _start_connect(self, packet: ConnectPacket) -> None:
+        """CONNECT is answered asynchronously; nothing more is read until it is."""
+        self._blocked = True
+        task = self._loop.create_task(self.life.connect(self, packet))
+        task.add_done_callback(self._connect_done)
+        if self._timer is not None:  # the keep alive now applies
+            self._timer.cancel()
+            self._timer = None
+
+    def _connect_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled() or (error := task.exception()) is not None:
+            if not task.cancelled():
+                logger.error("connect of %r failed", self.client_id, exc_info=error)
+            self.close()
+            self.life.client_closed(self)
+            return
+        self._blocked = False
+        if self.closed or self.conn.state is ConnState.CLOSED:
+            self._flush()
+            return
+        self._arm_timer()
+        self._process()
+
+    def accepted(self, session: Session, connack: ConnackPacket, keep_alive: int) -> None:
+        """The CONNECT was accepted for `session`: send CONNACK."""
+        self.session = session
+        self.client_id = session.client_id
+        self.conn.inbound.awaiting_pubrel = session.awaiting_pubrel
+        self.conn.accept(connack, keep_alive)
+        self._flush_soon()
+
+    def refuse(self, reason_code: ReasonCode, message: str) -> None:
+        """Refuse the CONNECT with an error CONNACK (3.x: its return code) and close."""
+        logger.info("client %r (%s) refused: %s", self.client_id, self.peer, message)
+        self.conn.refuse(reason_code, message if self.conn.is_v5 else None)
+        self.close()
+
+    # ------------------------------------------------------------------ flow control
+
+    def pause_reading_if_behind(self) -> None:
+        """Stop reading while too many answers wait for storage (a fast publisher)."""
+        if len(self.steps) > MAX_PENDING_STEPS and not self._reading_paused:
+            self._reading_paused = True
+            assert self.transport is not None
+            self.transport.pause_reading()
+
+    def _steps_advanced(self) -> None:
+        if self._reading_paused and len(self.steps) < MAX_PENDING_STEPS // 2:
+            self._reading_paused = False
+            if self.transport is not None and not self.closed:
+                self.transport.resume_reading()

@@ -1,0 +1,176 @@
+"""What the broker does with each packet a connected client sends.
+
+One function per packet type, called by `Client` in arrival order. Answers that depend on
+storage (PUBACK/PUBREC after an enqueue, SUBACK after a session save, PUBREL after
+mark_pubrel) go through the client's `steps`, which keep them in arrival order. CONNECT is
+handled by the client itself (it blocks reading) and PINGREQ / PUBREL by MqttConnection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from mqttq.codec.enums import ReasonCode
+from mqttq.codec.packets import (
+    DisconnectPacket,
+    PubackPacket,
+    PubcompPacket,
+    PublishPacket,
+    PubrecPacket,
+    SubackPacket,
+    SubscribePacket,
+    UnsubackPacket,
+    UnsubscribePacket,
+)
+from mqttq.codec.properties import Properties
+from mqttq.routing.topics import validate_topic_name
+
+if TYPE_CHECKING:
+    from mqttq.broker.client import Client
+    from mqttq.broker.hub import Fanout, Hub
+    from mqttq.broker.session import Session
+
+__all__ = ["HANDLERS"]
+
+_ACK_REASON_STRINGS = {
+    ReasonCode.UNSPECIFIED_ERROR: "the message could not be stored",
+    ReasonCode.QUOTA_EXCEEDED: "the subscriber's queue is full",
+}
+"""Reason Strings on error PUBACK / PUBREC (dropped when the client asked for none)."""
+
+
+def _session(client: Client) -> Session:
+    session = client.session
+    assert session is not None  # packets are read only once CONNECT was accepted
+    return session
+
+
+def on_publish(client: Client, packet: PublishPacket) -> None:
+    """Route the message; answer QoS 1/2 once its stored deliveries are durable."""
+    validate_topic_name(packet.topic)  # [MQTT-3.3.2-2]
+    hub = client.life.hub
+    message = hub.message_from(packet, client.client_id)
+    steps = client.steps
+    fan = hub.publish(message, deliver_now=not steps)
+    future = fan.future()
+    if future is None and not steps:
+        if packet.qos:  # QoS 0 with nothing stored is already delivered: nothing to answer
+            _ack(client, packet.qos, packet.packet_id, hub.complete(fan))
+        return
+    steps.add(future, partial(_publish_done, client, fan, packet.qos, packet.packet_id))
+    client.pause_reading_if_behind()
+
+
+def _publish_done(
+    client: Client,
+    fan: Fanout,
+    qos: int,
+    packet_id: int | None,
+    _future: asyncio.Future[Any] | None,
+) -> None:
+    _ack(client, qos, packet_id, client.life.hub.complete(fan))
+
+
+def _ack(client: Client, qos: int, packet_id: int | None, reason: ReasonCode) -> None:
+    if not qos:
+        return
+    assert packet_id is not None
+    if reason == ReasonCode.UNSPECIFIED_ERROR and not client.conn.is_v5:
+        # 3.x acks carry no reason code: not acknowledging is the only honest answer.
+        client.kick(reason, "storage failure")
+        return
+    props = Properties(reason_string=_ACK_REASON_STRINGS.get(reason))
+    if qos == 1:
+        client.send(PubackPacket(packet_id, reason, props))
+    else:
+        client.send(PubrecPacket(packet_id, reason, props))
+
+
+def on_puback(client: Client, packet: PubackPacket) -> None:
+    _session(client).on_puback(packet.packet_id)
+
+
+def on_pubrec(client: Client, packet: PubrecPacket) -> None:
+    """PUBREC: PUBREL once the entry is marked in storage [MQTT-4.3.3-4]; none after an
+    error PUBREC [MQTT-4.4.0-2]."""
+    future = _session(client).on_pubrec(packet.packet_id, packet.reason_code)
+    if packet.reason_code < 0x80:
+        client.steps.add(future, partial(_send_pubrel, client, packet.packet_id))
+
+
+def _send_pubrel(client: Client, packet_id: int, _future: asyncio.Future[Any] | None) -> None:
+    if client.session is not None:
+        client.send(client.session.pubrel_for(packet_id))
+
+
+def on_pubcomp(client: Client, packet: PubcompPacket) -> None:
+    _session(client).on_pubcomp(packet.packet_id)
+
+
+def on_subscribe(client: Client, packet: SubscribePacket) -> None:
+    """SUBACK once a persistent session's subscriptions are saved, then the retained
+    messages of the new subscriptions [MQTT-3.8.4]."""
+    session = _session(client)
+    hub = client.life.hub
+    codes, retained, granted = hub.subscribe(session, packet)
+    save = hub.save_session(session) if session.persistent and granted else None
+    client.steps.add(save, partial(_suback, client, packet.packet_id, codes, granted))
+    for subscription, messages in retained:
+        fan = hub.deliver_retained(session, subscription, messages)
+        client.steps.add(fan.future(), partial(_complete, hub, fan))
+
+
+def _suback(
+    client: Client,
+    packet_id: int,
+    codes: list[ReasonCode],
+    granted: list[str],
+    save: asyncio.Future[Any] | None,
+) -> None:
+    if save is not None and (save.cancelled() or save.exception() is not None):
+        # Not durable: undo, and say so rather than grant silently.
+        session = _session(client)
+        for topic_filter in granted:
+            client.life.hub.router.unsubscribe(session.client_id, topic_filter)
+        codes = [ReasonCode.UNSPECIFIED_ERROR] * len(codes)
+    client.send(SubackPacket(packet_id, codes))
+
+
+def _complete(hub: Hub, fan: Fanout, _future: asyncio.Future[Any] | None) -> None:
+    hub.complete(fan)
+
+
+def on_unsubscribe(client: Client, packet: UnsubscribePacket) -> None:
+    """UNSUBACK (0x00 / 0x11 per filter) once a persistent session is saved."""
+    session = _session(client)
+    hub = client.life.hub
+    codes = hub.unsubscribe(session, packet)
+    save = hub.save_session(session) if session.persistent else None
+    client.steps.add(save, partial(_unsuback, client, packet.packet_id, codes))
+
+
+def _unsuback(
+    client: Client, packet_id: int, codes: list[ReasonCode], _save: asyncio.Future[Any] | None
+) -> None:
+    client.send(UnsubackPacket(packet_id, codes))
+
+
+def on_disconnect(client: Client, packet: DisconnectPacket) -> None:
+    client.life.disconnect_received(client, packet)
+    client.close()
+    client.life.client_closed(client)
+
+
+HANDLERS: dict[type, Callable[[Client, Any], None]] = {
+    PublishPacket: on_publish,
+    PubackPacket: on_puback,
+    PubrecPacket: on_pubrec,
+    PubcompPacket: on_pubcomp,
+    SubscribePacket: on_subscribe,
+    UnsubscribePacket: on_unsubscribe,
+    DisconnectPacket: on_disconnect,
+}
+"""Packet type -> handler (PINGREQ and PUBREL are answered by MqttConnection)."""

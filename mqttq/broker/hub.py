@@ -1,0 +1,361 @@
+"""Hub: sessions, routing, delivery and persistence of application messages.
+
+One PUBLISH is routed once; each delivery goes either straight to an online session
+(QoS 0, non-persistent sessions) or, for a persistent session, into storage first, and the
+publisher's PUBACK / PUBREC waits for that write (the crash-safety path: nothing is
+acknowledged before it is durable). The stored deliveries of every PUBLISH handled in one
+event-loop iteration share one `enqueue` call (pending.EnqueueBatcher), so publishers
+share commits instead of queueing behind each other's; each publisher's own client
+orders its completions (pending.OrderedSteps).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from mqttq.broker.pending import BackgroundTasks, EnqueueBatcher
+from mqttq.broker.session import Session
+from mqttq.broker.stats import BrokerStats
+from mqttq.codec.enums import ReasonCode
+from mqttq.codec.packets import PublishPacket, SubscribePacket, UnsubscribePacket
+from mqttq.codec.writer import encode_packet
+from mqttq.config import MqttSettings
+from mqttq.errors import ProtocolError
+from mqttq.model import Message, Subscription
+from mqttq.routing.retained import RetainedIndex
+from mqttq.routing.router import Router
+from mqttq.routing.topics import (
+    SHARE_PREFIX,
+    has_wildcard,
+    parse_shared,
+    validate_topic_filter,
+)
+from mqttq.storage.ports import QueuedMessage, SessionRecord, Storage
+
+__all__ = ["Fanout", "Hub"]
+
+logger = logging.getLogger("mqttq.broker.hub")
+
+_GRANTED = (ReasonCode.GRANTED_QOS_0, ReasonCode.GRANTED_QOS_1, ReasonCode.GRANTED_QOS_2)
+
+
+class Fanout:
+    """The deliveries of one message: those waiting for storage and those not yet made."""
+
+    __slots__ = ("count", "enqueue", "immediate", "rejected", "retained_write", "stored")
+
+    def __init__(self) -> None:
+        self.count = 0
+        """Sessions the message was routed to."""
+        self.rejected = 0
+        """Deliveries refused because a queue was full (reject_new)."""
+        self.stored: list[Session] = []
+        self.immediate: list[tuple[Session, Message]] = []
+        self.enqueue: asyncio.Future[list[QueuedMessage | None]] | None = None
+        self.retained_write: asyncio.Future[None] | None = None
+
+    def future(self) -> asyncio.Future[Any] | None:
+        """What must settle before the deliveries and the publisher's ack."""
+        if self.retained_write is None:
+            return self.enqueue
+        if self.enqueue is None:
+            return self.retained_write
+        return asyncio.gather(self.enqueue, self.retained_write, return_exceptions=True)
+
+
+class Hub:
+    """Every session, the router and the retained messages of one broker."""
+
+    def __init__(self, settings: MqttSettings, storage: Storage) -> None:
+        self.settings = settings
+        self.storage = storage
+        self.router = Router()
+        self.retained = RetainedIndex()
+        self.sessions: dict[str, Session] = {}
+        self.stats = BrokerStats()
+        self.tasks = BackgroundTasks()
+        self._batcher = EnqueueBatcher(storage.enqueue, self.tasks)
+        self.max_queued_messages = settings.max_queued_messages
+        self.reject_when_full = settings.queue_full_policy == "reject_new"
+        self._queue_qos0 = settings.queue_qos0
+        self._online = self.is_online  # one bound method, not one per PUBLISH
+        self._encoded_message: Message | None = None
+        self._encoded: dict[int, bytes] = {}
+
+    def is_online(self, client_id: str) -> bool:
+        session = self.sessions.get(client_id)
+        return session is not None and session.client is not None
+
+    # ------------------------------------------------------------------ publish
+
+    def message_from(self, packet: PublishPacket, publisher_id: str) -> Message:
+        """The Message a validated inbound PUBLISH carries (topic already alias-resolved)."""
+        now = time.time()
+        expiry = packet.properties.message_expiry_interval
+        self.stats.messages_in[packet.qos] += 1
+        return Message(
+            packet.topic,
+            packet.payload,
+            packet.qos,
+            packet.retain,
+            packet.properties,
+            now,
+            None if expiry is None else now + expiry,
+            publisher_id,
+        )
+
+    def publish(self, message: Message, deliver_now: bool) -> Fanout:
+        """Route `message` once; start its storage writes; deliver the rest now when
+        `deliver_now` (else the caller runs `complete`, which delivers them in order)."""
+        fan = Fanout()
+        if message.retain:
+            self._retain(message, fan)
+        deliveries = self.router.route(message, self._online)
+        if not deliveries:
+            return fan
+        sessions = self.sessions
+        queue_qos0 = self._queue_qos0
+        mqos = message.qos
+        mretain = message.retain
+        items: list[tuple[str, Message]] = []
+        for delivery in deliveries:
+            session = sessions.get(delivery.client_id)
+            if session is None or session.ended:
+                continue
+            fan.count += 1
+            qos = delivery.qos
+            sids = delivery.subscription_identifiers
+            if qos == mqos and delivery.retain == mretain and not sids:
+                out = message
+            else:
+                out = _copy(message, qos, delivery.retain, sids)
+            if session.expiry_interval and (qos or (queue_qos0 and session.client is None)):
+                items.append((session.client_id, out))
+                fan.stored.append(session)
+            elif deliver_now:
+                if not session.deliver_now(out):
+                    fan.rejected += 1
+            else:
+                fan.immediate.append((session, out))
+        if items:
+            fan.enqueue = self._batcher.enqueue(items)
+        return fan
+
+    def _retain(self, message: Message, fan: Fanout) -> None:
+        """Set, replace or (empty payload) clear the topic's retained message
+        [MQTT-3.3.1-5] [MQTT-3.3.1-6] [MQTT-3.3.1-7]."""
+        topic = message.topic
+        kept = message if message.payload else None
+        self.retained.set(topic, kept)
+        fan.retained_write = self.tasks.spawn(
+            self.storage.set_retained(topic, kept), "set_retained"
+        )
+
+    def complete(self, fan: Fanout) -> ReasonCode:
+        """Hand the committed entries to their sessions, make the waiting deliveries, and
+        return the publisher's reason code: 0x80 on a storage failure (never a silent
+        success), 0x97 when every delivery was refused by a full queue, 0x10 when nothing
+        matched."""
+        rejected = fan.rejected
+        enqueue = fan.enqueue
+        if enqueue is not None:
+            if enqueue.cancelled() or enqueue.exception() is not None:
+                self.stats.storage_errors += 1
+                return ReasonCode.UNSPECIFIED_ERROR
+            for session, entry in zip(fan.stored, enqueue.result(), strict=True):
+                if entry is None:
+                    rejected += 1
+                else:
+                    session.deliver_stored(entry)
+        for session, message in fan.immediate:
+            if not session.deliver_now(message):
+                rejected += 1
+        write = fan.retained_write
+        if write is not None and (write.cancelled() or write.exception() is not None):
+            self.stats.storage_errors += 1
+            return ReasonCode.UNSPECIFIED_ERROR
+        if not fan.count:
+            return ReasonCode.NO_MATCHING_SUBSCRIBERS
+        if rejected and rejected >= fan.count:
+            return ReasonCode.QUOTA_EXCEEDED
+        return ReasonCode.SUCCESS
+
+    def encoded_qos0(self, message: Message, protocol_level: int) -> bytes:
+        """The QoS 0 PUBLISH of `message` (DUP 0, no packet id, properties as they are)
+        encoded at `protocol_level`, kept for the rest of its fan-out."""
+        if message is not self._encoded_message:
+            self._encoded_message = message
+            self._encoded = {}
+        data = self._encoded.get(protocol_level)
+        if data is None:
+            packet = PublishPacket(
+                message.topic, message.payload, 0, message.retain, False, None, message.properties
+            )
+            data = self._encoded[protocol_level] = encode_packet(packet, protocol_level)
+        return data
+
+    def publish_detached(self, message: Message) -> None:
+        """Publish with nobody to acknowledge (wills): deliveries complete on their own."""
+        self.stats.messages_in[message.qos] += 1
+        fan = self.publish(message, deliver_now=True)
+        future = fan.future()
+        if future is not None:
+            future.add_done_callback(lambda _f: self.complete(fan))
+
+    def deliver_retained(
+        self, session: Session, subscription: Subscription, messages: Iterable[Message]
+    ) -> Fanout:
+        """Queue the retained messages a new subscription receives [MQTT-3.3.1-9], with
+        RETAIN=1, QoS min(message, granted) [MQTT-3.8.4-8] and the subscription id."""
+        fan = Fanout()
+        granted = subscription.qos
+        sid = subscription.subscription_identifier
+        sids = () if sid is None else (sid,)
+        items: list[tuple[str, Message]] = []
+        for message in messages:
+            qos = min(message.qos, granted)
+            out = _copy(message, qos, True, sids)
+            fan.count += 1
+            if session.expiry_interval and qos:
+                items.append((session.client_id, out))
+                fan.stored.append(session)
+            else:
+                fan.immediate.append((session, out))
+        if items:
+            fan.enqueue = self._batcher.enqueue(items)
+        return fan
+
+    # ------------------------------------------------------------------ subscriptions
+
+    def subscribe(
+        self, session: Session, packet: SubscribePacket
+    ) -> tuple[list[ReasonCode], list[tuple[Subscription, list[Message]]], list[str]]:
+        """Apply a SUBSCRIBE [MQTT-3.8.4]: the SUBACK codes, the retained messages to send
+        per new subscription, and the filters granted (to undo if saving fails).
+
+        Raises ProtocolError for No Local on a shared subscription [MQTT-3.8.3-4] and for a
+        Subscription Identifier when they are not available.
+        """
+        settings = self.settings
+        sids = packet.properties.subscription_identifiers
+        sid = sids[0] if sids else None
+        if sid is not None and not settings.subscription_identifier_available:
+            raise ProtocolError(
+                ReasonCode.SUBSCRIPTION_IDENTIFIERS_NOT_SUPPORTED,
+                "subscription identifiers are not available",
+            )
+        for request in packet.subscriptions:
+            # Checked before anything is applied: the packet is refused as a whole.
+            if request.no_local and request.topic_filter.startswith(SHARE_PREFIX):
+                raise ProtocolError(
+                    ReasonCode.PROTOCOL_ERROR, "No Local on a shared subscription [MQTT-3.8.3-4]"
+                )
+        codes: list[ReasonCode] = []
+        retained: list[tuple[Subscription, list[Message]]] = []
+        granted: list[str] = []
+        now = time.time()
+        for request in packet.subscriptions:
+            topic_filter = request.topic_filter
+            try:
+                validate_topic_filter(topic_filter)
+            except ProtocolError:
+                codes.append(ReasonCode.TOPIC_FILTER_INVALID)
+                continue
+            share_name, inner = parse_shared(topic_filter)
+            if share_name is not None and not settings.shared_subscription_available:
+                codes.append(ReasonCode.SHARED_SUBSCRIPTIONS_NOT_SUPPORTED)
+                continue
+            if not settings.wildcard_subscription_available and has_wildcard(inner):
+                codes.append(ReasonCode.WILDCARD_SUBSCRIPTIONS_NOT_SUPPORTED)
+                continue
+            qos = min(request.qos, settings.maximum_qos)
+            subscription = Subscription(
+                topic_filter,
+                qos,
+                request.no_local,
+                request.retain_as_published,
+                request.retain_handling,
+                sid,
+            )
+            is_new = self.router.subscribe(session.client_id, subscription)
+            codes.append(_GRANTED[qos])
+            granted.append(topic_filter)
+            handling = request.retain_handling
+            # No retained messages for shared subscriptions (MQTT 5.0 section 4.8.2).
+            if share_name is None and (handling == 0 or (handling == 1 and is_new)):
+                messages = self.retained.match(inner, now)
+                if messages:
+                    retained.append((subscription, messages))
+        return codes, retained, granted
+
+    def unsubscribe(self, session: Session, packet: UnsubscribePacket) -> list[ReasonCode]:
+        """Apply an UNSUBSCRIBE: 0x00 per removed filter, 0x11 where none existed."""
+        return [
+            ReasonCode.SUCCESS
+            if self.router.unsubscribe(session.client_id, topic_filter)
+            else ReasonCode.NO_SUBSCRIPTION_EXISTED
+            for topic_filter in packet.topic_filters
+        ]
+
+    # ------------------------------------------------------------------ persistence
+
+    def save_session(self, session: Session) -> asyncio.Future[None]:
+        """Store the session record with its current subscriptions."""
+        record = SessionRecord(
+            session.client_id,
+            session.protocol_level,
+            session.expiry_interval,
+            self.router.subscriptions_of(session.client_id),
+            session.disconnected_at,
+        )
+        return self.tasks.spawn(self.storage.save_session(record), "save_session")
+
+    def forget(self, session: Session, packet_id: int) -> None:
+        """A stored entry's flow ended (PUBACK, PUBCOMP, expired, discarded)."""
+        self.tasks.spawn(self.storage.remove(session.client_id, packet_id), "remove")
+
+    def mark_pubrel(self, session: Session, packet_id: int) -> asyncio.Future[None]:
+        """PUBREC received for a stored entry; PUBREL goes out once this settles."""
+        return self.tasks.spawn(
+            self.storage.mark_pubrel(session.client_id, packet_id), "mark_pubrel"
+        )
+
+    def statistics(self) -> dict[str, int]:
+        """Counters for monitoring (see `Broker.statistics`)."""
+        stats = self.stats
+        online = sum(1 for session in self.sessions.values() if session.client is not None)
+        counters = {
+            "connections": online,
+            "connections_total": stats.connections_total,
+            "sessions": len(self.sessions),
+            "sessions_persistent": sum(1 for s in self.sessions.values() if s.persistent),
+            "subscriptions": sum(len(self.router.subscriptions_of(c)) for c in self.sessions),
+            "retained": len(self.retained),
+            "protocol_errors": stats.protocol_errors,
+            "storage_errors": stats.storage_errors,
+            "storage_pending": len(self.tasks),
+        }
+        for qos in range(3):
+            counters[f"messages_in_qos{qos}"] = stats.messages_in[qos]
+            counters[f"messages_out_qos{qos}"] = stats.messages_out[qos]
+            counters[f"messages_dropped_qos{qos}"] = stats.dropped[qos]
+        return counters
+
+
+def _copy(message: Message, qos: int, retain: bool, sids: tuple[int, ...]) -> Message:
+    """A per-subscriber copy with the delivered QoS, RETAIN flag and subscription ids."""
+    return Message(
+        message.topic,
+        message.payload,
+        qos,
+        retain,
+        message.properties,
+        message.created_at,
+        message.expires_at,
+        message.publisher_id,
+        sids,
+    )

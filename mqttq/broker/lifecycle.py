@@ -1,0 +1,331 @@
+"""Session lifecycle: CONNECT (new, resumed, taken over), DISCONNECT, connection loss,
+session expiry, restoring sessions at start and releasing them at shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+
+from mqttq.broker.client import Client
+from mqttq.broker.hub import Hub
+from mqttq.broker.session import Session
+from mqttq.broker.will import WillScheduler
+from mqttq.codec.enums import SESSION_EXPIRY_NEVER, ProtocolLevel, ReasonCode
+from mqttq.codec.packets import ConnackPacket, ConnectPacket, DisconnectPacket
+from mqttq.config import MqttSettings
+from mqttq.errors import ProtocolError, StorageError
+from mqttq.protocol.connect import ConnectDecision, ConnectPolicy, negotiate
+from mqttq.protocol.connection import ConnectionLimits
+from mqttq.routing.topics import validate_topic_name
+from mqttq.storage.ports import QueuedMessage
+
+__all__ = ["Lifecycle", "connect_policy", "connection_limits"]
+
+logger = logging.getLogger("mqttq.broker.session")
+
+
+def connection_limits(mqtt: MqttSettings) -> ConnectionLimits:
+    return ConnectionLimits(
+        max_packet_size=mqtt.max_packet_size,
+        receive_maximum=mqtt.receive_maximum,
+        topic_alias_maximum=mqtt.topic_alias_maximum,
+        maximum_qos=mqtt.maximum_qos,
+        retain_available=mqtt.retain_available,
+        connect_timeout=mqtt.connect_timeout,
+    )
+
+
+def connect_policy(mqtt: MqttSettings) -> ConnectPolicy:
+    return ConnectPolicy(
+        max_keep_alive=mqtt.max_keep_alive,
+        max_session_expiry_interval=mqtt.max_session_expiry_interval,
+        max_client_id_length=mqtt.max_client_id_length,
+        allow_empty_client_id=mqtt.allow_empty_client_id,
+        receive_maximum=mqtt.receive_maximum,
+        max_packet_size=mqtt.max_packet_size,
+        topic_alias_maximum=mqtt.topic_alias_maximum,
+        maximum_qos=mqtt.maximum_qos,
+        retain_available=mqtt.retain_available,
+        wildcard_subscription_available=mqtt.wildcard_subscription_available,
+        subscription_identifier_available=mqtt.subscription_identifier_available,
+        shared_subscription_available=mqtt.shared_subscription_available,
+    )
+
+
+class Lifecycle:
+    """Attaches clients to sessions and decides when sessions and wills end."""
+
+    def __init__(self, hub: Hub, loop: asyncio.AbstractEventLoop) -> None:
+        self.hub = hub
+        self.loop = loop
+        self.limits = connection_limits(hub.settings)
+        self.policy = connect_policy(hub.settings)
+        self.wills = WillScheduler(loop, hub.publish_detached)
+        self.clients: set[Client] = set()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._lock_users: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ connections
+
+    def client_opened(self, client: Client) -> None:
+        self.clients.add(client)
+        self.hub.stats.connections_total += 1
+
+    def _new_client_id(self) -> str:
+        while True:
+            client_id = f"mqttq-{uuid.uuid4().hex}"
+            if client_id not in self.hub.sessions:  # unique [MQTT-3.2.2-16]
+                return client_id
+
+    async def connect(self, client: Client, packet: ConnectPacket) -> None:
+        """Answer a CONNECT: refuse it, or attach the client to a new or resumed session.
+
+        CONNECTs for one client id are handled one at a time, in arrival order.
+        """
+        try:
+            decision = negotiate(packet, self.policy, self._new_client_id)
+        except ProtocolError as error:
+            client.client_id = packet.client_id
+            client.refuse(error.reason_code, error.message)
+            return
+        client.client_id = decision.client_id
+        if packet.will is not None:
+            try:
+                validate_topic_name(packet.will.topic)
+            except ProtocolError as error:
+                client.fail(error)
+                return
+        client_id = decision.client_id
+        lock = self._locks.get(client_id)
+        if lock is None:
+            lock = self._locks[client_id] = asyncio.Lock()
+        self._lock_users[client_id] = self._lock_users.get(client_id, 0) + 1
+        try:
+            async with lock:
+                if not client.closed:
+                    await self._attach(client, packet, decision)
+        finally:
+            users = self._lock_users[client_id] - 1
+            if users:
+                self._lock_users[client_id] = users
+            else:
+                del self._lock_users[client_id]
+                del self._locks[client_id]
+
+    async def _attach(
+        self, client: Client, packet: ConnectPacket, decision: ConnectDecision
+    ) -> None:
+        hub = self.hub
+        client_id = decision.client_id
+        old = hub.sessions.get(client_id)
+        if old is not None and old.client is not None:
+            # Session taken over [MQTT-3.1.4-3]; the old connection's will follows the
+            # usual rules, and is cancelled below when the session continues.
+            logger.info("client %r taken over by %s", client_id, client.peer)
+            old.client.kick(ReasonCode.SESSION_TAKEN_OVER)
+            old = hub.sessions.get(client_id)
+        resume = old is not None and not decision.clean_start
+        if resume:
+            self.wills.cancel(client_id)  # [MQTT-3.1.3-9]
+        else:
+            self.wills.session_ended(client_id)
+        try:
+            if old is not None or decision.persistent:
+                await hub.tasks.barrier()  # every earlier write for this client has settled
+            if old is not None and resume:
+                session = old
+                entries = await self._resume(session, client, packet, decision)
+            else:
+                if old is not None:
+                    await self._end(old, delete=True)  # [MQTT-3.1.2-4]
+                session = Session(
+                    hub, client_id, packet.protocol_level, decision.session_expiry_interval
+                )
+                hub.sessions[client_id] = session
+                session.client = client
+                if session.persistent:
+                    if old is None:
+                        # Entries of an earlier session of this id may have landed after
+                        # it was deleted; the new session starts empty. (Writes are
+                        # applied in order, so this needs no wait.)
+                        hub.tasks.spawn(hub.storage.delete_session(client_id), "delete_session")
+                    hub.save_session(session)
+                entries = []
+        except (StorageError, OSError) as error:
+            logger.warning("client %r: storage failed during CONNECT: %s", client_id, error)
+            client.refuse(ReasonCode.SERVER_UNAVAILABLE, "storage unavailable")
+            return
+        if client.closed:
+            self._release(client, session)
+            return
+        session.will = packet.will
+        logger.debug(
+            "client %r connected from %s (level %d, session present %s, expiry %d)",
+            client_id,
+            client.peer,
+            packet.protocol_level,
+            resume,
+            session.expiry_interval,
+        )
+        connack = ConnackPacket(resume, ReasonCode.SUCCESS, decision.connack_properties)
+        client.accepted(session, connack, decision.keep_alive)
+        session.resume(entries)
+
+    async def _resume(
+        self, session: Session, client: Client, packet: ConnectPacket, decision: ConnectDecision
+    ) -> list[QueuedMessage]:
+        """Attach `client` to its stored session [MQTT-3.1.2-5] and fetch the queue.
+
+        The client is attached before the fetch so that an entry committed after the fetch
+        is handed over live (and one committed before it is skipped by serial).
+        """
+        hub = self.hub
+        session.client = client
+        session.ready = False
+        handle = session.expiry_handle
+        try:
+            entries = await hub.storage.fetch(session.client_id, time.time())
+        except BaseException:
+            if session.client is client:
+                session.client = None
+                session.waiting_live.clear()
+            raise
+        if handle is not None:
+            handle.cancel()
+            session.expiry_handle = None
+        session.fetched_serial = max((entry.serial for entry in entries), default=0)
+        session.protocol_level = packet.protocol_level
+        session.disconnected_at = None
+        session.expiry_interval = decision.session_expiry_interval
+        if session.persistent:
+            hub.save_session(session)
+        else:
+            hub.tasks.spawn(hub.storage.delete_session(session.client_id), "delete_session")
+        return entries
+
+    def disconnect_received(self, client: Client, packet: DisconnectPacket) -> None:
+        """DISCONNECT from the client: 0x00 discards the will [MQTT-3.14.4-3]; a new
+        Session Expiry Interval applies, but not from 0 to non-zero [MQTT-3.14.2-2]."""
+        session = client.session
+        client.normal_disconnect = packet.reason_code == ReasonCode.NORMAL_DISCONNECTION
+        if session is None or session.client is not client:
+            return
+        asked = packet.properties.session_expiry_interval
+        if asked is None or client.conn.protocol_level != ProtocolLevel.MQTT_5:
+            return
+        if session.expiry_interval == 0 and asked != 0:
+            client.normal_disconnect = False
+            raise ProtocolError(
+                ReasonCode.PROTOCOL_ERROR,
+                "DISCONNECT sets a session expiry after CONNECT had 0 [MQTT-3.14.2-2]",
+            )
+        new = min(asked, self.policy.max_session_expiry_interval)
+        if session.persistent and new == 0:
+            self.hub.tasks.spawn(
+                self.hub.storage.delete_session(session.client_id), "delete_session"
+            )
+        session.expiry_interval = new
+
+    def client_closed(self, client: Client) -> None:
+        """The network connection is gone (any reason); idempotent."""
+        self.clients.discard(client)
+        session = client.session
+        if session is None or session.client is not client:
+            return
+        self._release(client, session)
+
+    def _release(self, client: Client, session: Session) -> None:
+        hub = self.hub
+        will = None if client.normal_disconnect else session.will
+        session.will = None
+        session.detach()
+        if session.ended:
+            return
+        if session.persistent:
+            session.disconnected_at = time.time()
+            hub.save_session(session)
+            self._schedule_expiry(session, session.expiry_interval)
+            if will is not None:
+                delay = will.properties.will_delay_interval or 0
+                self.wills.connection_closed(
+                    session.client_id, will, min(delay, session.expiry_interval)
+                )
+        else:
+            self._forget(session)
+            if will is not None:
+                self.wills.connection_closed(session.client_id, will, 0)
+
+    # ------------------------------------------------------------------ expiry
+
+    def _schedule_expiry(self, session: Session, remaining: float) -> None:
+        if session.expiry_interval >= SESSION_EXPIRY_NEVER:
+            return
+        session.expiry_handle = self.loop.call_later(remaining, self._expire, session)
+
+    def _expire(self, session: Session) -> None:
+        """The session outlived its expiry interval offline [MQTT-4.1.0-2]."""
+        session.expiry_handle = None
+        if session.client is not None or self.hub.sessions.get(session.client_id) is not session:
+            return
+        logger.debug("session %r expired", session.client_id)
+        self._forget(session)
+        self.hub.tasks.spawn(self.hub.storage.delete_session(session.client_id), "delete_session")
+        self.wills.session_ended(session.client_id)
+
+    def _forget(self, session: Session) -> None:
+        """Drop a session from memory: no more deliveries, no subscriptions."""
+        session.ended = True
+        if session.expiry_handle is not None:
+            session.expiry_handle.cancel()
+            session.expiry_handle = None
+        self.hub.router.remove_client(session.client_id)
+        if self.hub.sessions.get(session.client_id) is session:
+            del self.hub.sessions[session.client_id]
+
+    async def _end(self, session: Session, *, delete: bool) -> None:
+        was_persistent = session.persistent
+        self._forget(session)
+        if delete and was_persistent:
+            await self.hub.storage.delete_session(session.client_id)
+
+    # ------------------------------------------------------------------ start / stop
+
+    async def restore(self) -> int:
+        """Load stored sessions (offline) with their subscriptions and restart their
+        expiry clocks; a session stored as connected counts as disconnected now."""
+        hub = self.hub
+        now = time.time()
+        records = await hub.storage.load_sessions()
+        for record in records:
+            expiry = min(record.session_expiry_interval, self.policy.max_session_expiry_interval)
+            disconnected_at = record.disconnected_at
+            elapsed = 0.0 if disconnected_at is None else max(0.0, now - disconnected_at)
+            if expiry == 0 or (expiry < SESSION_EXPIRY_NEVER and elapsed >= expiry):
+                hub.tasks.spawn(hub.storage.delete_session(record.client_id), "delete_session")
+                continue
+            session = Session(hub, record.client_id, record.protocol_level, expiry)
+            session.restored = True
+            session.disconnected_at = now if disconnected_at is None else disconnected_at
+            hub.sessions[record.client_id] = session
+            for subscription in record.subscriptions:
+                hub.router.subscribe(record.client_id, subscription)
+            if disconnected_at is None or expiry != record.session_expiry_interval:
+                hub.save_session(session)
+            self._schedule_expiry(session, expiry - elapsed)
+        for message in await hub.storage.load_retained(now):
+            hub.retained.set(message.topic, message)
+        return len(hub.sessions)
+
+    async def shutdown(self) -> None:
+        """Disconnect every client (0x8B on 5.0), record disconnect times, publish the
+        wills that are due, and wait for every storage write to settle."""
+        for client in list(self.clients):
+            client.kick(ReasonCode.SERVER_SHUTTING_DOWN)
+        self.wills.drop_all()
+        for session in self.hub.sessions.values():
+            if session.expiry_handle is not None:
+                session.expiry_handle.cancel()
+                session.expiry_handle = None
+        await self.hub.tasks.barrier()

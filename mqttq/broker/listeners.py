@@ -1,0 +1,34 @@
+"""TCP listeners: bind, and hand every accepted connection to a fresh Client protocol."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+__all__ = ["bound_port", "start_tcp_listener"]
+
+BACKLOG = 1024
+"""Pending connections the kernel queues for us (bursts of reconnecting devices)."""
+
+
+async def start_tcp_listener(
+    loop: asyncio.AbstractEventLoop,
+    protocol_factory: Callable[[], asyncio.Protocol],
+    host: str,
+    port: int,
+) -> asyncio.Server:
+    """Bind `host:port` (port 0 picks a free one) and start accepting.
+
+    asyncio's accept loop already survives EMFILE/ENFILE (it logs and retries after a
+    pause), so a burst past the file-descriptor limit does not stop the listener.
+    """
+    return await loop.create_server(
+        protocol_factory, host, port, backlog=BACKLOG, reuse_address=True, start_serving=True
+    )
+
+
+def bound_port(server: asyncio.Server) -> int:
+    """The port the first socket of `server` is bound to."""
+    for sock in server.sockets:
+        return int(sock.getsockname()[1])
+    raise RuntimeError("the listener has no socket")

@@ -1,0 +1,161 @@
+"""Pending asynchronous work: per-client ordered completions, tracked storage tasks, and
+the batching of queue writes.
+
+A client's packets are handled as they arrive, but what answers them (acks, deliveries)
+may wait for storage. `OrderedSteps` lets a client keep reading while its earlier writes
+commit, and still emit every answer in arrival order. `BackgroundTasks` owns the storage
+writes nobody waits for (PUBACK -> remove) so that `barrier()` can wait until every write
+issued so far has settled, before a session is fetched or deleted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+__all__ = ["BackgroundTasks", "EnqueueBatcher", "OrderedSteps", "StepDone"]
+
+logger = logging.getLogger("mqttq.broker")
+
+T = TypeVar("T")
+
+StepDone = Callable[["asyncio.Future[Any] | None"], None]
+"""Completion of a step; receives the step's future (None for a step with nothing to wait)."""
+
+
+class OrderedSteps:
+    """Completions that run strictly in the order their steps were added.
+
+    A step waits for its own future (if any) and for every earlier step. With nothing
+    pending and nothing to wait for, `add` runs the completion at once (the common path:
+    no allocation, no scheduling).
+    """
+
+    __slots__ = ("_after", "_steps")
+
+    def __init__(self, after: Callable[[], None] | None = None) -> None:
+        self._steps: deque[tuple[asyncio.Future[Any] | None, StepDone]] = deque()
+        self._after = after
+        """Called after waiting steps ran (for flow control on the step count)."""
+
+    def __len__(self) -> int:
+        return len(self._steps)
+
+    def add(self, future: asyncio.Future[Any] | None, done: StepDone) -> None:
+        """Queue `done(future)` to run after `future` settles and all earlier steps ran."""
+        if future is None and not self._steps:
+            done(None)
+            return
+        self._steps.append((future, done))
+        if future is not None:
+            future.add_done_callback(self._advance)
+
+    def _advance(self, _future: object = None) -> None:
+        steps = self._steps
+        while steps:
+            future, done = steps[0]
+            if future is not None and not future.done():
+                return
+            steps.popleft()
+            try:
+                done(future)
+            except Exception:
+                logger.exception("completion of a client step failed")
+        if self._after is not None:
+            self._after()
+
+
+class BackgroundTasks:
+    """Storage writes started without a waiter; failures are logged, never lost silently."""
+
+    __slots__ = ("_tasks",)
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Future[Any]] = set()
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def spawn(self, coro: Coroutine[Any, Any, T], what: str) -> asyncio.Future[T]:
+        """Start `coro` now; its failure is logged as `what` (the caller may also await it)."""
+        task = asyncio.ensure_future(coro)
+        self.track(task, what)
+        return task
+
+    def track(self, future: asyncio.Future[Any], what: str | None) -> None:
+        """Include an already started future in `barrier()`; log its failure as `what`
+        (None: the caller logs it)."""
+        self._tasks.add(future)
+
+        def settled(done: asyncio.Future[Any]) -> None:
+            self._tasks.discard(done)
+            if what is not None and not done.cancelled() and done.exception() is not None:
+                logger.warning("storage %s failed: %s", what, done.exception())
+
+        future.add_done_callback(settled)
+
+    async def barrier(self) -> None:
+        """Wait until every task started before this call has settled (failed ones too)."""
+        if self._tasks:
+            await asyncio.wait(list(self._tasks))
+
+
+class EnqueueBatcher:
+    """Gathers the `enqueue` items of every PUBLISH handled in one event-loop iteration
+    into one storage call: one job, one transaction, for all of them.
+
+    Each caller still gets its own future with exactly its own entries, and a failure of
+    the shared call fails every caller in it (each publisher then hears 0x80).
+    """
+
+    __slots__ = ("_enqueue", "_items", "_loop", "_tasks", "_waiters")
+
+    def __init__(
+        self,
+        enqueue: Callable[[list[tuple[str, Any]]], Coroutine[Any, Any, list[Any]]],
+        tasks: BackgroundTasks,
+    ) -> None:
+        self._enqueue = enqueue
+        self._tasks = tasks
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._items: list[tuple[str, Any]] = []
+        self._waiters: list[tuple[asyncio.Future[list[Any]], int, int]] = []
+
+    def enqueue(self, items: list[tuple[str, Any]]) -> asyncio.Future[list[Any]]:
+        """A future of the entries for `items`, aligned with them."""
+        loop = self._loop
+        if loop is None:
+            loop = self._loop = asyncio.get_running_loop()
+        future: asyncio.Future[list[Any]] = loop.create_future()
+        start = len(self._items)
+        if not start:
+            loop.call_soon(self._flush)
+        self._items += items
+        self._waiters.append((future, start, len(self._items)))
+        self._tasks.track(future, None)
+        return future
+
+    def _flush(self) -> None:
+        items, self._items = self._items, []
+        waiters, self._waiters = self._waiters, []
+        task = asyncio.ensure_future(self._enqueue(items))
+
+        def settled(done: asyncio.Future[list[Any]]) -> None:
+            if done.cancelled():
+                error: BaseException | None = asyncio.CancelledError()
+            else:
+                error = done.exception()
+            if error is not None:
+                logger.warning("storage enqueue of %d messages failed: %s", len(items), error)
+            for future, start, end in waiters:
+                if future.done():
+                    continue
+                if error is not None:
+                    future.set_exception(error)
+                else:
+                    future.set_result(done.result()[start:end])
+
+        task.add_done_callback(settled)

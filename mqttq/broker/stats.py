@@ -1,0 +1,29 @@
+"""Counters the broker keeps for `Broker.statistics()` (and later /metrics)."""
+
+from __future__ import annotations
+
+__all__ = ["BrokerStats"]
+
+
+class BrokerStats:
+    """Plain integer counters; per-QoS counters are lists indexed by QoS 0..2."""
+
+    __slots__ = (
+        "connections_total",
+        "dropped",
+        "messages_in",
+        "messages_out",
+        "protocol_errors",
+        "storage_errors",
+    )
+
+    def __init__(self) -> None:
+        self.connections_total = 0
+        self.protocol_errors = 0
+        self.storage_errors = 0
+        self.messages_in = [0, 0, 0]
+        """PUBLISHes received from clients (wills included), by QoS."""
+        self.messages_out = [0, 0, 0]
+        """PUBLISHes sent to clients (re-sends included), by QoS."""
+        self.dropped = [0, 0, 0]
+        """Deliveries dropped: QoS 0 to offline/paused clients, queue overflow, by QoS."""

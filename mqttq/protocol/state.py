@@ -1,0 +1,62 @@
+"""Connection states and every packet a client may send in each, as one table.
+
+Rule 1: every transition of a connection's state lives in this file.
+Rule 2: a (state, packet type) pair missing from `TRANSITIONS` is a Protocol Error; the
+connection is then closed (5.0: with DISCONNECT 0x82 when CONNECT was accepted).
+
+Only packets a client sends to a server appear: CONNACK, SUBACK, UNSUBACK and PINGRESP from
+a client are errors in every state. AUTH is absent because no enhanced authentication is
+configured: an AUTH packet is a Protocol Error [MQTT-4.12.0-1] (CONNECT with an
+Authentication Method is refused before the connection reaches CONNECTED).
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from mqttq.codec.enums import PacketType, ReasonCode
+from mqttq.errors import ProtocolError
+
+__all__ = ["TRANSITIONS", "ConnState", "next_state"]
+
+
+class ConnState(Enum):
+    """Where a network connection is in its life."""
+
+    AWAIT_CONNECT = "await_connect"
+    """TCP is open; the first packet must be CONNECT [MQTT-3.1.0-1]."""
+    CONNECTED = "connected"
+    """CONNECT decoded; the broker answers it with CONNACK (or refuses and closes)."""
+    CLOSED = "closed"
+    """DISCONNECT received or the connection failed; nothing more is read."""
+
+
+_AFTER_CONNECT = (
+    PacketType.PUBLISH,
+    PacketType.PUBACK,
+    PacketType.PUBREC,
+    PacketType.PUBREL,
+    PacketType.PUBCOMP,
+    PacketType.SUBSCRIBE,
+    PacketType.UNSUBSCRIBE,
+    PacketType.PINGREQ,
+)
+
+TRANSITIONS: dict[tuple[ConnState, PacketType], ConnState] = {
+    (ConnState.AWAIT_CONNECT, PacketType.CONNECT): ConnState.CONNECTED,
+    # A second CONNECT is a Protocol Error [MQTT-3.1.0-2]: deliberately absent.
+    **{(ConnState.CONNECTED, packet_type): ConnState.CONNECTED for packet_type in _AFTER_CONNECT},
+    (ConnState.CONNECTED, PacketType.DISCONNECT): ConnState.CLOSED,
+}
+"""(state, type of a packet received from the client) -> the state after it."""
+
+
+def next_state(state: ConnState, packet_type: PacketType) -> ConnState:
+    """The state after receiving `packet_type` in `state`, or ProtocolError(PROTOCOL_ERROR)."""
+    try:
+        return TRANSITIONS[state, packet_type]
+    except KeyError:
+        raise ProtocolError(
+            ReasonCode.PROTOCOL_ERROR,
+            f"{packet_type.name} not allowed in state {state.name}",
+        ) from None
