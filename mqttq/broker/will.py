@@ -46,9 +46,6 @@ class WillScheduler:
         self._publish = publish
         self._pending: dict[str, tuple[asyncio.TimerHandle, Will]] = {}
 
-    def __len__(self) -> int:
-        return len(self._pending)
-
     def connection_closed(self, client_id: str, will: Will, delay: float) -> None:
         """The network connection closed abnormally: publish now, or after `delay` s
         (the Will Delay Interval, already capped by the session's expiry)."""
