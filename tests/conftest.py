@@ -16,13 +16,20 @@ import socket
 import subprocess
 import sys
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.integration.helpers import HOST, MOSQUITTO_MODE, Clients, wait_for
+from tests.integration.helpers import (
+    HOST,
+    MOSQUITTO_MODE,
+    BrokerFactory,
+    BrokerUnderTest,
+    Clients,
+    wait_for,
+)
 
 MOSQUITTO = "/usr/sbin/mosquitto"
 START_DEADLINE = 30.0
@@ -226,9 +233,6 @@ class BrokerProcess:
             return ""
 
 
-BrokerFactory = Callable[..., BrokerProcess]
-
-
 @pytest.fixture
 def broker_factory(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
@@ -261,7 +265,7 @@ def broker_factory(
 
 
 @pytest.fixture
-def broker(broker_factory: BrokerFactory) -> BrokerProcess:
+def broker(broker_factory: BrokerFactory) -> BrokerUnderTest:
     """The broker with its default configuration."""
     return broker_factory()
 
