@@ -1,0 +1,88 @@
+--[[
+save.lua: append a batch of messages to one client's offline queue (TBMQ 2.x layout).
+
+KEYS[1]  {client_id}_messages            ZSET; member = message key name, score = serial
+KEYS[2]  {client_id}_last_packet_id      STRING; the last packet id assigned
+KEYS[3]  {client_id}_last_serial_number  STRING; the last serial assigned (mqttq's own key)
+ARGV[1]  the queue limit, 1..65535
+ARGV[2]  "1": refuse messages beyond the limit (REJECT_NEW); "0": trim the oldest (DROP_OLDEST)
+ARGV[3], ARGV[4], ...  one pair per message: TTL in seconds, message JSON with "packetId":0
+Result   two integers per message, in order: its serial and its packet id
+         (0 and 0 for a message refused by a full queue)
+
+A message key is KEYS[1] .. "_" .. packet_id: it carries the client's hash tag, so every key
+of the script lives in one cluster slot. Packet ids wrap 65535 -> 1 while the serial keeps
+growing; an id still held by an entry of the set is skipped. The serial continues from the
+largest of the stored serial, the newest score and the last packet id (TBMQ keeps no serial:
+it restarts the score from the last packet id when the set is empty; that covers a queue
+written by TBMQ, and the serial key keeps mqttq's serial growing across an empty queue).
+--]]
+local zset, last_id_key, serial_key = KEYS[1], KEYS[2], KEYS[3]
+local limit = tonumber(ARGV[1])
+local reject = ARGV[2] == '1'
+local n = (#ARGV - 2) / 2
+
+local last_id = tonumber(redis.call('GET', last_id_key) or 0) or 0
+local serial = tonumber(redis.call('GET', serial_key) or 0) or 0
+local newest = redis.call('ZRANGE', zset, -1, -1, 'WITHSCORES')
+if newest[2] then
+  serial = math.max(serial, tonumber(newest[2]))
+end
+serial = math.max(serial, last_id)
+local count = redis.call('ZCARD', zset)
+
+-- Messages first..last are written; under DROP_OLDEST the ones before `first` would be
+-- trimmed by the later ones at once, so they get their ids but are never written.
+local first, last = 1, n
+if reject then
+  last = math.min(n, math.max(0, limit - count))
+else
+  if n > limit then
+    first = n - limit + 1
+  end
+  -- Trim before assigning ids, so that enough of them are free.
+  local excess = count + (last - first + 1) - limit
+  if excess > 0 then
+    local oldest = redis.call('ZPOPMIN', zset, excess)
+    for i = 1, #oldest, 2 do
+      redis.call('DEL', oldest[i])
+    end
+    count = count - excess
+  end
+end
+
+local function next_packet_id()
+  local id = last_id % 65535 + 1
+  if count > 0 then
+    while redis.call('ZSCORE', zset, zset .. '_' .. id) do
+      id = id % 65535 + 1
+    end
+  end
+  last_id = id
+  serial = serial + 1
+  return id
+end
+
+local result = {}
+for i = 1, n do
+  if i > last then
+    result[2 * i - 1] = 0
+    result[2 * i] = 0
+  else
+    local id = next_packet_id()
+    result[2 * i - 1] = serial
+    result[2 * i] = id
+    if i >= first then
+      local key = zset .. '_' .. id
+      local json = string.gsub(ARGV[2 * i + 2], '"packetId":0([,}])', '"packetId":' .. id .. '%1', 1)
+      redis.call('SET', key, json, 'EX', ARGV[2 * i + 1])
+      redis.call('ZADD', zset, serial, key)
+      count = count + 1
+    end
+  end
+end
+if last > 0 then
+  redis.call('SET', last_id_key, last_id)
+  redis.call('SET', serial_key, serial)
+end
+return result

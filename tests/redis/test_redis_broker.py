@@ -1,0 +1,302 @@
+"""End to end: the real broker with SQLite sessions and Redis DEVICE queues, real clients.
+
+The broker runs as a subprocess (tests/redis/redis_broker_child.py) so that it can be
+SIGKILLed; Redis is a real redis-server with an AOF, restarted or stopped under the broker.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.integration.helpers import (
+    PUBACK,
+    PUBLISH,
+    Packet,
+    Prop,
+    RawClient,
+    publish_packet,
+    wait_for,
+)
+from tests.redis.paho_session import PahoClients, PahoSession
+from tests.redis_fixtures import RedisFactory
+from tests.services import RedisServer
+
+HOST = "127.0.0.1"
+START_DEADLINE = 30.0
+KEEP = [(Prop.SESSION_EXPIRY_INTERVAL, 3600)]
+UNSPECIFIED_ERROR = 0x80
+
+
+class RedisBroker:
+    """The broker subprocess on a data directory (SQLite) and a Redis URL, both kept
+    across restarts; `port` is re-read from the ready file at every start."""
+
+    host = HOST
+
+    def __init__(self, workdir: Path, redis_url: str, *, cluster: bool = False) -> None:
+        self.workdir = workdir
+        self.data_dir = workdir / "data"
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.redis_url = redis_url
+        self.cluster = cluster
+        self.ready_file = workdir / "ready.json"
+        self.log = workdir / "broker.log"
+        self.port = 0
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.ready_file.unlink(missing_ok=True)
+        command = [sys.executable, "-m", "tests.redis.redis_broker_child", str(self.data_dir)]
+        command += [self.redis_url, str(self.ready_file)]
+        command += ["--cluster"] if self.cluster else []
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                command, stdin=subprocess.DEVNULL, stdout=log, stderr=log
+            )
+        wait_for(self._ready, timeout=START_DEADLINE, what="the broker to start")
+
+    def _ready(self) -> bool:
+        assert self.process is not None
+        if self.process.poll() is not None:
+            raise AssertionError(f"broker exited during start-up:\n{self.stderr_text()}")
+        try:
+            ready = json.loads(self.ready_file.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return False
+        self.port = int(ready["mqtt_port"])
+        return True
+
+    def kill9(self) -> None:
+        """SIGKILL, then start again on the same data directory and Redis."""
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+        self.start()
+
+    def stop(self) -> int | None:
+        if self.process is None:
+            return None
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            return None
+        finally:
+            self.process = None
+
+    def stderr_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+
+@pytest.fixture
+def start_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[type[RedisBroker]]:
+    started: list[RedisBroker] = []
+
+    class Started(RedisBroker):
+        def __init__(self, redis_url: str, *, cluster: bool = False) -> None:
+            super().__init__(tmp_path_factory.mktemp("broker"), redis_url, cluster=cluster)
+            started.append(self)
+            self.start()
+
+    yield Started
+    for broker in started:
+        code = broker.stop()
+        assert code in (0, None), f"broker exited with {code}:\n{broker.stderr_text()}"
+
+
+@pytest.fixture
+def clients() -> Iterator[PahoClients]:
+    registry = PahoClients()
+    yield registry
+    registry.close_all()
+
+
+def persistent_subscriber(
+    clients: PahoClients, broker: RedisBroker, client_id: str, topic: str, level: int
+) -> None:
+    """A new persistent session subscribed to `topic` at QoS 1, left offline
+    (5.0: Clean Start 1 with an expiry; 3.1.1: Clean Session 0)."""
+    client = clients.connect(
+        broker.port, client_id, protocol=level, clean=level == 5, session_expiry=3600
+    )
+    assert client.subscribe(topic, 1) == [1]
+    client.disconnect()
+
+
+def resume(clients: PahoClients, broker: RedisBroker, client_id: str, level: int) -> PahoSession:
+    """Reconnect to the stored session [MQTT-3.1.2-5]."""
+    client = PahoSession(broker.port, client_id, protocol=level, clean=False, session_expiry=3600)
+    clients.track(client)
+    assert client.connect() is True
+    return client
+
+
+def publisher(clients: PahoClients, broker: RedisBroker, level: int = 5) -> PahoSession:
+    return clients.connect(broker.port, "pub", protocol=level)
+
+
+@pytest.mark.parametrize("level", [4, 5])
+def test_offline_messages_live_in_redis_and_come_back_in_order(
+    start_broker: type[RedisBroker], clients: PahoClients, redis_url: str, level: int
+) -> None:
+    broker = start_broker(redis_url)
+    persistent_subscriber(clients, broker, "dev-9", "dev/9/cmd", level)
+    pub = publisher(clients, broker, level)
+    for n in range(5):
+        assert pub.publish("dev/9/cmd", b"cmd-%d" % n, 1) == 0
+
+    raw = redis.Redis.from_url(redis_url)
+    members = raw.zrange("{dev-9}_messages", 0, -1, withscores=True)
+    assert members == [(b"{dev-9}_messages_%d" % n, float(n)) for n in range(1, 6)]
+    stored = [json.loads(raw.get(f"{{dev-9}}_messages_{n}") or b"") for n in range(1, 6)]
+    assert [(s["clientId"], s["topicName"], s["qos"], s["packetId"]) for s in stored] == [
+        ("dev-9", "dev/9/cmd", 1, n) for n in range(1, 6)
+    ]
+    assert [base64.b64decode(s["payload"]) for s in stored] == [b"cmd-%d" % n for n in range(5)]
+    assert [s["packetType"] for s in stored] == ["PUBLISH"] * 5
+    assert raw.get("{dev-9}_last_packet_id") == b"5"
+
+    subscriber = resume(clients, broker, "dev-9", level)
+    messages = subscriber.wait_messages(5)
+    assert [(m.payload, m.mid, m.qos) for m in messages] == [
+        (b"cmd-%d" % n, n + 1, 1) for n in range(5)
+    ]
+    # PUBACK removes each entry: the set and the strings go.
+    wait_for(lambda: raw.exists("{dev-9}_messages") == 0, what="the queue to empty")
+    assert raw.keys("{dev-9}_messages_*") == []
+    raw.close()
+
+
+def test_redis_restart_loses_nothing_acknowledged(
+    start_broker: type[RedisBroker], clients: PahoClients, redis_factory: RedisFactory
+) -> None:
+    server = redis_factory()
+    broker = start_broker(server.url)
+    persistent_subscriber(clients, broker, "dev-r", "dev/r", 5)
+    pub = publisher(clients, broker)
+    for n in range(10):
+        assert pub.publish("dev/r", b"%02d" % n, 1) == 0
+    server.restart()
+    for n in range(10, 20):
+        assert pub.publish("dev/r", b"%02d" % n, 1) == 0
+    subscriber = resume(clients, broker, "dev-r", 5)
+    assert subscriber.wait_messages(20) and subscriber.payloads() == [
+        b"%02d" % n for n in range(20)
+    ]
+
+
+def test_redis_down_fails_persistent_deliveries_only_then_recovers(
+    start_broker: type[RedisBroker], clients: PahoClients, redis_factory: RedisFactory
+) -> None:
+    server: RedisServer = redis_factory()
+    broker = start_broker(server.url)
+    persistent_subscriber(clients, broker, "dev-p", "to/persistent", 5)
+    live = clients.connect(broker.port, "live", protocol=5)  # a clean (non-persistent) session
+    assert live.subscribe("to/live", 1) == [1]
+    pub = publisher(clients, broker)
+    assert pub.publish("to/persistent", b"before", 1) == 0
+
+    server.stop()
+    # [MQTT-3.4.2.1] 0x80 Unspecified error: the message could not be stored, not a success.
+    assert pub.publish("to/persistent", b"lost", 1) == UNSPECIFIED_ERROR
+    assert pub.publish("to/live", b"still delivered", 1) == 0
+    assert live.wait_messages(1)[0].payload == b"still delivered"
+
+    server.start()
+    assert pub.publish("to/persistent", b"after", 1) == 0
+    subscriber = resume(clients, broker, "dev-p", 5)
+    subscriber.wait_messages(2)
+    assert subscriber.payloads() == [b"before", b"after"]
+
+
+def test_broker_kill9_loses_no_acknowledged_message(
+    start_broker: type[RedisBroker], redis_url: str
+) -> None:
+    """Every message whose PUBACK reached the publisher before the SIGKILL is delivered to
+    the persistent subscriber after the restart, in order, once."""
+    broker = start_broker(redis_url)
+    topic = "k9/redis"
+    subscriber = RawClient(broker.port)
+    publisher_ = RawClient(broker.port)
+    try:
+        subscriber.connect("k9-sub", level=5, clean=False, props=KEEP)
+        assert subscriber.subscribe((topic, 1)).reason_codes == (1,)
+        subscriber.disconnect()
+        publisher_.connect("k9-pub", level=5)
+        acked = publish_until_killed(broker, publisher_, topic)
+    finally:
+        subscriber.close()
+        publisher_.close()
+
+    subscriber = RawClient(broker.port)
+    try:
+        assert subscriber.connect("k9-sub", level=5, clean=False, props=KEEP).session_present
+        got: list[int] = []
+        while not set(acked) <= set(got):
+            got.append(receive_one(subscriber))
+        while (pkt := subscriber.try_recv(0.5)) is not None:
+            got.append(receive_one(subscriber, pkt))
+    finally:
+        subscriber.close()
+    assert got == sorted(set(got)), "out of order or duplicated after the restart"
+
+
+def publish_until_killed(broker: RedisBroker, publisher: RawClient, topic: str) -> list[int]:
+    """Keep 10 QoS 1 messages in flight; SIGKILL the broker once 60 are acknowledged;
+    return the sequence numbers acknowledged (those in the socket at the kill included)."""
+    in_flight: dict[int, int] = {}
+    acked: list[int] = []
+    sent = 0
+    while len(acked) < 60:
+        while sent < 200 and len(in_flight) < 10:
+            in_flight[sent + 1] = sent
+            packet = publish_packet(topic, b"%04d" % sent, v5=True, qos=1, packet_id=sent + 1)
+            publisher.send(packet)
+            sent += 1
+        ack = publisher.recv()
+        assert (ack.type, ack.reason_code) == (PUBACK, 0), ack
+        assert ack.packet_id is not None
+        acked.append(in_flight.pop(ack.packet_id))
+    broker.kill9()
+    for ack in publisher.wait_closed():
+        if ack.type == PUBACK and ack.packet_id in in_flight:
+            acked.append(in_flight.pop(ack.packet_id))
+    return acked
+
+
+def receive_one(subscriber: RawClient, pkt: Packet | None = None) -> int:
+    """The sequence number of the next PUBLISH (acknowledged)."""
+    pkt = pkt or subscriber.recv()
+    assert pkt.type == PUBLISH, pkt
+    subscriber.ack(pkt)
+    return int(pkt.payload)
+
+
+def test_on_a_redis_cluster(
+    start_broker: type[RedisBroker], clients: PahoClients, redis_cluster_url: str
+) -> None:
+    broker = start_broker(redis_cluster_url, cluster=True)
+    for n in range(6):  # client ids in different slots, on different masters
+        persistent_subscriber(clients, broker, f"node-dev-{n}", f"c/{n}", 5)
+    pub = publisher(clients, broker)
+    for n in range(6):
+        for m in range(3):
+            assert pub.publish(f"c/{n}", b"%d-%d" % (n, m), 1) == 0
+    raw = redis.RedisCluster.from_url(redis_cluster_url)
+    assert [raw.zcard(f"{{node-dev-{n}}}_messages") for n in range(6)] == [3] * 6
+    raw.close()
+    for n in range(6):
+        subscriber = resume(clients, broker, f"node-dev-{n}", 5)
+        subscriber.wait_messages(3)
+        assert subscriber.payloads() == [b"%d-%d" % (n, m) for m in range(3)]
