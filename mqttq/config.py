@@ -67,6 +67,27 @@ class StorageSettings:
     """sqlite (durable, default) | memory (nothing survives a restart)."""
     commit_interval_ms: float = 2.0
     """Group commit: how long the writer waits to gather more writes into one commit."""
+    device: str = "sqlite"
+    """Where DEVICE clients' offline queues live: sqlite (the backend above) | redis."""
+
+
+@dataclass(frozen=True, slots=True)
+class RedisSettings:
+    """`[redis]`: the Redis (or Redis Cluster) holding DEVICE queues when
+    `storage.device = "redis"`, in TBMQ 2.x's key layout."""
+
+    url: str = "redis://127.0.0.1:6379/0"
+    cluster: bool = False
+    """True when `url` names one node of a Redis Cluster."""
+    key_prefix: str = ""
+    default_ttl: int = 604_800
+    """Seconds a queued message lives when it carries no Message Expiry Interval (7 days)."""
+    pipelining: bool = True
+    """Pipeline commands of many sessions; false makes one round trip per command."""
+    flush_commands: int = 5
+    """With pipelining: flush after this many commands..."""
+    flush_interval_ms: float = 3.0
+    """...or after this many milliseconds, whichever comes first."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +106,7 @@ class Settings:
     listener: ListenerSettings = field(default_factory=ListenerSettings)
     mqtt: MqttSettings = field(default_factory=MqttSettings)
     storage: StorageSettings = field(default_factory=StorageSettings)
+    redis: RedisSettings = field(default_factory=RedisSettings)
     log: LogSettings = field(default_factory=LogSettings)
 
 
@@ -94,6 +116,7 @@ ENV_PREFIX: Final = "MQTTQ_"
 LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
 LOG_FORMATS: Final = ("json", "text")
 STORAGE_BACKENDS: Final = ("sqlite", "memory")
+DEVICE_STORES: Final = ("sqlite", "redis")
 QUEUE_FULL_POLICIES: Final = ("drop_oldest", "reject_new")
 MAX_PACKET_SIZE_LIMIT: Final = 268_435_460
 """Largest possible MQTT packet: 268,435,455 bytes of remaining length + 5 header bytes."""
@@ -102,6 +125,7 @@ _SECTIONS: Final[dict[str, type]] = {
     "listener": ListenerSettings,
     "mqtt": MqttSettings,
     "storage": StorageSettings,
+    "redis": RedisSettings,
     "log": LogSettings,
 }
 _TYPES: Final[dict[str, dict[str, type]]] = {
@@ -191,6 +215,7 @@ def parse_settings(
         listener=ListenerSettings(**values["listener"]),
         mqtt=MqttSettings(**values["mqtt"]),
         storage=StorageSettings(**values["storage"]),
+        redis=RedisSettings(**values["redis"]),
         log=LogSettings(**values["log"]),
     )
 
@@ -384,6 +409,13 @@ def _not_empty(value: Any) -> str | None:
     return None if str(value).strip() else "must not be empty"
 
 
+def _redis_url(value: Any) -> str | None:
+    schemes = ("redis://", "rediss://", "unix://")
+    if str(value).startswith(schemes):
+        return None
+    return f"must start with redis://, rediss:// or unix://, got {value!r}"
+
+
 _NORMALIZE: Final[dict[str, Callable[[Any], Any]]] = {
     "log.level": str.lower,
     "log.format": str.lower,
@@ -405,6 +437,11 @@ _CHECKS: Final[dict[str, Callable[[Any], str | None]]] = {
     "storage.data_dir": _not_empty,
     "storage.backend": _one_of(*STORAGE_BACKENDS),
     "storage.commit_interval_ms": _not_negative,
+    "storage.device": _one_of(*DEVICE_STORES),
+    "redis.url": _redis_url,
+    "redis.default_ttl": _positive,
+    "redis.flush_commands": _positive,
+    "redis.flush_interval_ms": _not_negative,
     "log.level": _one_of(*LOG_LEVELS),
     "log.format": _one_of(*LOG_FORMATS),
 }

@@ -9,6 +9,7 @@ import typer
 from mqttq import __version__
 from mqttq.cli.bench import bench_app
 from mqttq.cli.serve import SERVE_HELP, serve
+from mqttq.cli.session import session_app
 
 app = typer.Typer(
     name="mqttq",
@@ -20,6 +21,7 @@ app = typer.Typer(
 )
 app.command("serve", help=SERVE_HELP)(serve)
 app.add_typer(bench_app, name="bench")
+app.add_typer(session_app, name="session")
 
 
 def _print_version(value: bool) -> None:

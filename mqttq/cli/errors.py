@@ -42,6 +42,8 @@ def explain(exc: BaseException, settings: Settings | None = None) -> tuple[str, 
     if isinstance(exc, ConfigError):
         return str(exc), EXIT_CONFIG
     if isinstance(exc, StorageError):
+        if str(exc).startswith("redis:"):
+            return f"storage failed: {exc}; check [redis] url (redis.url)", EXIT_FAILURE
         return f"storage failed: {exc}; check --data-dir (storage.data_dir)", EXIT_FAILURE
     if isinstance(exc, sqlite3.Error):
         where = f" in {settings.storage.data_dir}" if settings is not None else ""

@@ -148,23 +148,45 @@ def run_broker(settings: Settings, *, ready_file: Path | None, announce: bool) -
 
 
 def open_storage(settings: Settings) -> Storage:
-    """The storage adapter `settings.storage.backend` names, configured from `settings`."""
+    """The storage adapters the settings name: `storage.backend` for sessions, subscriptions
+    and retained messages (and queues), with DEVICE queues in Redis when
+    `storage.device = "redis"`."""
     from mqttq.storage.ports import QueueFullPolicy  # noqa: PLC0415
 
     policy = QueueFullPolicy(settings.mqtt.queue_full_policy)
     limit = settings.mqtt.max_queued_messages
+    base: Storage
     if settings.storage.backend == "memory":
         from mqttq.storage.memory import MemoryStorage  # noqa: PLC0415
 
-        return MemoryStorage(queue_limit=limit, queue_full_policy=policy)
-    from mqttq.storage.sqlite import SqliteStorage  # noqa: PLC0415
+        base = MemoryStorage(queue_limit=limit, queue_full_policy=policy)
+    else:
+        from mqttq.storage.sqlite import SqliteStorage  # noqa: PLC0415
 
-    return SqliteStorage(
-        settings.storage.data_dir / SQLITE_FILE_NAME,
+        base = SqliteStorage(
+            settings.storage.data_dir / SQLITE_FILE_NAME,
+            queue_limit=limit,
+            queue_full_policy=policy,
+            commit_interval=settings.storage.commit_interval_ms / 1000,
+        )
+    if settings.storage.device != "redis":
+        return base
+    from mqttq.storage.composite import CompositeStorage  # noqa: PLC0415
+    from mqttq.storage.redis_queue import RedisMessageQueue  # noqa: PLC0415
+
+    redis = settings.redis
+    queues = RedisMessageQueue(
+        redis.url,
+        cluster=redis.cluster,
+        key_prefix=redis.key_prefix,
         queue_limit=limit,
         queue_full_policy=policy,
-        commit_interval=settings.storage.commit_interval_ms / 1000,
+        default_ttl=redis.default_ttl,
+        flush_commands=redis.flush_commands,
+        flush_interval=redis.flush_interval_ms / 1000,
+        pipelining=redis.pipelining,
     )
+    return CompositeStorage(base, queues)
 
 
 def _run_event_loop(main: Coroutine[Any, Any, None]) -> None:

@@ -3,8 +3,8 @@
     python -m tests.redis.redis_broker_child DATA_DIR REDIS_URL READY_FILE
         [--cluster] [--no-pipelining] [--flush-interval-ms 3]
 
-Stands in for `mqttq serve` with `[storage] device = "redis"` until the composition root
-reads that setting (the tests and benchmarks/redis_p2p.py use it). Listens on 127.0.0.1,
+`mqttq serve` with `[storage] device = "redis"` does the same; this variant exists for
+benchmarks/redis_p2p.py, which needs the queue's pipeline statistics at exit. Listens on 127.0.0.1,
 port 0; once bound, writes the ready file (`{"pid", "mqtt_port"}`, atomically). SIGTERM
 shuts the broker down, writes the queue's statistics to DATA_DIR/stats.json, exits 0.
 Runs on uvloop when it is installed, as `mqttq serve` does.

@@ -1,7 +1,8 @@
 """End to end: the real broker with SQLite sessions and Redis DEVICE queues, real clients.
 
-The broker runs as a subprocess (tests/redis/redis_broker_child.py) so that it can be
-SIGKILLed; Redis is a real redis-server with an AOF, restarted or stopped under the broker.
+The broker runs as `mqttq serve --config broker.toml` with `[storage] device = "redis"`,
+a subprocess so that it can be SIGKILLed; Redis is a real redis-server with an AOF,
+restarted or stopped under the broker.
 """
 
 from __future__ import annotations
@@ -55,9 +56,15 @@ class RedisBroker:
 
     def start(self) -> None:
         self.ready_file.unlink(missing_ok=True)
-        command = [sys.executable, "-m", "tests.redis.redis_broker_child", str(self.data_dir)]
-        command += [self.redis_url, str(self.ready_file)]
-        command += ["--cluster"] if self.cluster else []
+        config = self.workdir / "broker.toml"
+        config.write_text(
+            "[mqtt]\nmax_queued_messages = 65535\n"
+            '[storage]\ndevice = "redis"\n'
+            f'[redis]\nurl = "{self.redis_url}"\ncluster = {str(self.cluster).lower()}\n'
+        )
+        command = [sys.executable, "-m", "mqttq", "serve", "--port", "0"]
+        command += ["--data-dir", str(self.data_dir), "--ready-file", str(self.ready_file)]
+        command += ["--config", str(config)]
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
                 command, stdin=subprocess.DEVNULL, stdout=log, stderr=log
