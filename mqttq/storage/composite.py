@@ -15,11 +15,16 @@ from mqttq.storage.ports import MessageQueueStore, QueuedMessage, SessionRecord,
 
 
 class OpenableQueueStore(MessageQueueStore, Protocol):
-    """A queue store with a lifecycle, e.g. `redis_queue.RedisMessageQueue`."""
+    """A queue store with a lifecycle and a presence marker, e.g.
+    `redis_queue.RedisMessageQueue`."""
 
     async def open(self) -> None: ...
 
     async def close(self) -> None: ...
+
+    async def mark_connected(self, client_id: str, connected: bool) -> None:
+        """Record whether the session's client is connected (operators' tools read it)."""
+        ...
 
 
 class CompositeStorage:
@@ -55,8 +60,12 @@ class CompositeStorage:
         return await self.sessions_and_retained.load_sessions()
 
     async def save_session(self, record: SessionRecord) -> None:
-        """Insert or replace the session record (subscriptions included)."""
+        """Insert or replace the session record (subscriptions included), and keep the
+        queue store's presence marker in step: the broker saves the record with
+        `disconnected_at = None` when the client connects and with the time when it
+        leaves."""
         await self.sessions_and_retained.save_session(record)
+        await self.queues.mark_connected(record.client_id, record.disconnected_at is None)
 
     async def delete_session(self, client_id: str) -> None:
         """Remove the session record, then its queue and counters."""

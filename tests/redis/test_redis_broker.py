@@ -185,6 +185,33 @@ def test_offline_messages_live_in_redis_and_come_back_in_order(
     raw.close()
 
 
+def test_session_node_marker_follows_the_connection_and_guards_rm(
+    start_broker: type[RedisBroker], clients: PahoClients, redis_url: str
+) -> None:
+    """`{id}_session_node` exists while the persistent client is connected, so `mqttq
+    session rm` refuses without --force; it goes when the client leaves."""
+    broker = start_broker(redis_url)
+    raw = redis.Redis.from_url(redis_url)
+    client = clients.connect(broker.port, "dev-rm", protocol=5, clean=True, session_expiry=3600)
+    assert client.subscribe("dev/rm", 1) == [1]
+    wait_for(lambda: raw.exists("{dev-rm}_session_node") == 1, what="the presence marker")
+
+    rm = [sys.executable, "-m", "mqttq", "session", "rm", "dev-rm", "--redis", redis_url]
+    refused = subprocess.run(rm, capture_output=True, text=True, timeout=60, check=False)
+    assert refused.returncode != 0
+    assert "connected" in refused.stderr
+    assert "Traceback" not in refused.stderr
+
+    client.disconnect()
+    wait_for(lambda: raw.exists("{dev-rm}_session_node") == 0, what="the marker to go")
+    assert publisher(clients, broker).publish("dev/rm", b"queued", 1) == 0
+    assert raw.zcard("{dev-rm}_messages") == 1
+    removed = subprocess.run(rm, capture_output=True, text=True, timeout=60, check=False)
+    assert removed.returncode == 0, removed.stderr
+    assert raw.keys("{dev-rm}_*") == []
+    raw.close()
+
+
 def test_redis_restart_loses_nothing_acknowledged(
     start_broker: type[RedisBroker], clients: PahoClients, redis_factory: RedisFactory
 ) -> None:
