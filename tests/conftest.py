@@ -23,11 +23,13 @@ from typing import Any
 import pytest
 
 from tests.integration.helpers import (
+    Clients,
+)
+from tests.integration.waiting import (
     HOST,
     MOSQUITTO_MODE,
     BrokerFactory,
     BrokerUnderTest,
-    Clients,
     wait_for,
 )
 

@@ -12,16 +12,22 @@ from collections.abc import Callable
 import pytest
 
 from tests.integration.helpers import (
+    Clients,
+)
+from tests.integration.raw_client import (
+    RawClient,
+)
+from tests.integration.waiting import (
+    BrokerUnderTest,
+)
+from tests.integration.wire import (
     PUBACK,
     PUBCOMP,
     PUBLISH,
     PUBREC,
     PUBREL,
-    BrokerUnderTest,
-    Clients,
     Packet,
     Prop,
-    RawClient,
     ack_packet,
     publish_packet,
 )

@@ -6,9 +6,13 @@ from __future__ import annotations
 import pytest
 
 from tests.integration.helpers import (
-    RC,
-    BrokerUnderTest,
     Clients,
+)
+from tests.integration.waiting import (
+    BrokerUnderTest,
+)
+from tests.integration.wire import (
+    RC,
     Prop,
     assert_disconnected_with,
 )

@@ -6,7 +6,13 @@ from collections.abc import Callable
 
 import pytest
 
-from .helpers import BrokerUnderTest, Bystander, Clients
+from .helpers import (
+    Bystander,
+    Clients,
+)
+from .waiting import (
+    BrokerUnderTest,
+)
 
 
 @pytest.fixture

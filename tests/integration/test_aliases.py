@@ -5,11 +5,15 @@ from __future__ import annotations
 import pytest
 
 from .helpers import (
-    PUBLISH,
-    RC,
+    Clients,
+)
+from .waiting import (
     BrokerFactory,
     BrokerUnderTest,
-    Clients,
+)
+from .wire import (
+    PUBLISH,
+    RC,
     Packet,
     Prop,
     assert_disconnected_with,

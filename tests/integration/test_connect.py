@@ -8,13 +8,17 @@ import time
 import pytest
 
 from .helpers import (
+    Clients,
+)
+from .waiting import (
+    BrokerFactory,
+    BrokerUnderTest,
+)
+from .wire import (
     AUTH,
     CONNACK,
     PINGRESP,
     RC,
-    BrokerFactory,
-    BrokerUnderTest,
-    Clients,
     Prop,
     Will,
     assert_disconnected_with,

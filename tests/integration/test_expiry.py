@@ -5,8 +5,12 @@ from __future__ import annotations
 import time
 
 from .helpers import (
-    BrokerUnderTest,
     Clients,
+)
+from .waiting import (
+    BrokerUnderTest,
+)
+from .wire import (
     Prop,
 )
 

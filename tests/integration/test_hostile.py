@@ -10,16 +10,20 @@ from collections.abc import Callable
 import pytest
 
 from .helpers import (
+    Clients,
+    MakeBystander,
+)
+from .waiting import (
+    BrokerFactory,
+    BrokerUnderTest,
+)
+from .wire import (
     AUTH,
     CONNACK,
     PUBLISH,
     RC,
     SUBACK,
-    BrokerFactory,
-    BrokerUnderTest,
-    Clients,
     ConnectionClosed,
-    MakeBystander,
     Packet,
     Prop,
     assert_disconnected_with,

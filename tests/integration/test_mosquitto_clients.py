@@ -10,9 +10,11 @@ from collections.abc import Iterator
 import pytest
 
 from .helpers import (
+    Clients,
+)
+from .waiting import (
     DEADLINE,
     BrokerUnderTest,
-    Clients,
     wait_for,
 )
 

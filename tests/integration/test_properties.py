@@ -6,10 +6,16 @@ import paho.mqtt.client as paho
 from paho.mqtt.packettypes import PacketTypes
 
 from .helpers import (
-    BrokerUnderTest,
     Clients,
-    Prop,
+)
+from .paho_client import (
     paho_props,
+)
+from .waiting import (
+    BrokerUnderTest,
+)
+from .wire import (
+    Prop,
 )
 
 USER_PROPERTIES = [("a", "1"), ("a", "2"), ("b", "x"), ("ünï", "cödé")]

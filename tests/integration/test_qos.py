@@ -5,15 +5,19 @@ from __future__ import annotations
 import pytest
 
 from .helpers import (
+    Clients,
+)
+from .waiting import (
+    BrokerFactory,
+    BrokerUnderTest,
+)
+from .wire import (
     PUBACK,
     PUBCOMP,
     PUBLISH,
     PUBREC,
     PUBREL,
     RC,
-    BrokerFactory,
-    BrokerUnderTest,
-    Clients,
     Prop,
     ack_packet,
     assert_disconnected_with,

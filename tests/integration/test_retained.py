@@ -7,12 +7,18 @@ import time
 import pytest
 
 from .helpers import (
-    BrokerUnderTest,
     Clients,
+)
+from .raw_client import (
+    RawClient,
+)
+from .waiting import (
+    BrokerUnderTest,
+    wait_for,
+)
+from .wire import (
     Packet,
     Prop,
-    RawClient,
-    wait_for,
 )
 
 MARKER = "zz/marker"

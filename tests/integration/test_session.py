@@ -6,16 +6,22 @@ from __future__ import annotations
 import pytest
 
 from .helpers import (
+    Clients,
+)
+from .raw_client import (
+    RawClient,
+)
+from .waiting import (
+    BrokerFactory,
+    BrokerUnderTest,
+)
+from .wire import (
     PUBCOMP,
     PUBLISH,
     PUBREC,
     PUBREL,
     RC,
-    BrokerFactory,
-    BrokerUnderTest,
-    Clients,
     Prop,
-    RawClient,
     ack_packet,
     publish_packet,
 )

@@ -5,10 +5,14 @@ from __future__ import annotations
 import pytest
 
 from .helpers import (
-    BrokerUnderTest,
     Clients,
-    Prop,
+)
+from .waiting import (
+    BrokerUnderTest,
     wait_for,
+)
+from .wire import (
+    Prop,
 )
 
 COUNT = 30

@@ -6,12 +6,18 @@ from __future__ import annotations
 import pytest
 
 from .helpers import (
-    RC,
-    BrokerUnderTest,
     Clients,
+)
+from .raw_client import (
+    RawClient,
+)
+from .waiting import (
+    BrokerUnderTest,
+)
+from .wire import (
+    RC,
     Packet,
     Prop,
-    RawClient,
     sub_options,
 )
 

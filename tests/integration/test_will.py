@@ -7,11 +7,17 @@ import time
 import pytest
 
 from .helpers import (
-    RC,
-    BrokerUnderTest,
     Clients,
-    Prop,
+)
+from .raw_client import (
     RawClient,
+)
+from .waiting import (
+    BrokerUnderTest,
+)
+from .wire import (
+    RC,
+    Prop,
     Will,
 )
 

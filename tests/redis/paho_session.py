@@ -14,7 +14,9 @@ from paho.mqtt.enums import CallbackAPIVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
-from tests.integration.helpers import wait_for
+from tests.integration.waiting import (
+    wait_for,
+)
 
 HOST = "127.0.0.1"
 _PROTOCOLS = {4: paho.MQTTv311, 5: paho.MQTTv5}

@@ -25,7 +25,9 @@ from mqttq.model import Message
 from mqttq.storage.codec_json import PUBREL, message_to_json
 from mqttq.storage.ports import QueueFullPolicy
 from mqttq.storage.redis_queue import DEFAULT_TTL, RedisMessageQueue
-from tests.integration.helpers import wait_for
+from tests.integration.waiting import (
+    wait_for,
+)
 from tests.redis_fixtures import RedisFactory
 
 NOW = 1_700_000_000.0

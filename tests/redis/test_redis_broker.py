@@ -18,14 +18,18 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.integration.helpers import (
+from tests.integration.raw_client import (
+    RawClient,
+)
+from tests.integration.waiting import (
+    wait_for,
+)
+from tests.integration.wire import (
     PUBACK,
     PUBLISH,
     Packet,
     Prop,
-    RawClient,
     publish_packet,
-    wait_for,
 )
 from tests.redis.paho_session import PahoClients, PahoSession
 from tests.redis_fixtures import RedisFactory
