@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install the Debian packages the tests drive (mosquitto, mosquitto-clients, redis-server).
+# Install the Debian packages the tests drive (mosquitto, mosquitto-clients, redis-server,
+# postgresql).
 # Idempotent and quiet: nothing happens when they are present; otherwise one
 # `apt-get update` and one `apt-get install`, as root or through sudo.
 #
@@ -23,6 +24,15 @@ ensure_debian_packages() {
     done
     ((${#missing[@]} == 0)) && return 0
     apt_install "${missing[@]}"
+}
+
+# `postgres_initdb`: the newest installed PostgreSQL's initdb. Debian keeps the server
+# programs off the PATH, under /usr/lib/postgresql/<version>/bin; when none is installed,
+# a path that does not exist (so that `ensure_debian_packages` installs the package).
+postgres_initdb() {
+    local found
+    found=$(compgen -G '/usr/lib/postgresql/*/bin/initdb' | sort -V | tail -n 1) || true
+    echo "${found:-/usr/lib/postgresql/none/bin/initdb}"
 }
 
 # `ensure_python_venv`: make `$PYTHON -m venv` work (Debian ships ensurepip separately).
@@ -72,7 +82,8 @@ apt_install() {
     _stop_packaged_services "${sudo[@]}" -- "$@"
 }
 
-# The packages start a system-wide mosquitto (port 1883) and redis (6379) under systemd.
+# The packages start a system-wide mosquitto (port 1883), redis (6379) and postgresql
+# (5432) under systemd.
 # The tests start their own servers on free ports, and a system mosquitto on 1883 would
 # keep `mqttq serve` from starting: stop and disable the services just installed.
 _stop_packaged_services() {
@@ -86,7 +97,7 @@ _stop_packaged_services() {
     local package
     for package in "$@"; do
         case $package in
-            mosquitto | redis-server)
+            mosquitto | redis-server | postgresql)
                 if "${sudo[@]}" systemctl disable --now "$package" >/dev/null 2>&1; then
                     echo "stopped and disabled the system $package service (tests run their own)" >&2
                 fi
@@ -100,5 +111,6 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
         /usr/sbin/mosquitto:mosquitto \
         mosquitto_pub:mosquitto-clients \
         mosquitto_sub:mosquitto-clients \
-        redis-server:redis-server
+        redis-server:redis-server \
+        "$(postgres_initdb)":postgresql
 fi

@@ -8,6 +8,7 @@ import typer
 
 from mqttq import __version__
 from mqttq.cli.bench import bench_app
+from mqttq.cli.migrate import migrate_app
 from mqttq.cli.serve import SERVE_HELP, serve
 from mqttq.cli.session import session_app
 
@@ -22,6 +23,7 @@ app = typer.Typer(
 app.command("serve", help=SERVE_HELP)(serve)
 app.add_typer(bench_app, name="bench")
 app.add_typer(session_app, name="session")
+app.add_typer(migrate_app, name="migrate")
 
 
 def _print_version(value: bool) -> None:

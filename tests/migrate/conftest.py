@@ -1,0 +1,17 @@
+"""Fixtures of the migration tests: a real PostgreSQL (tests/postgres_fixtures.py) and real
+Redis servers (tests/redis_fixtures.py), imported here because pytest refuses
+`pytest_plugins` in a conftest below the root one."""
+
+from __future__ import annotations
+
+from tests.postgres_fixtures import postgres_server, postgres_url
+from tests.redis_fixtures import redis_cluster, redis_cluster_url, redis_server, redis_url
+
+__all__ = [
+    "postgres_server",
+    "postgres_url",
+    "redis_cluster",
+    "redis_cluster_url",
+    "redis_server",
+    "redis_url",
+]
