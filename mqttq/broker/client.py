@@ -22,6 +22,7 @@ from mqttq.codec.packets import (
     Packet,
     PublishPacket,
 )
+from mqttq.codec.properties import Properties
 from mqttq.errors import ProtocolError
 from mqttq.protocol.connection import MqttConnection
 from mqttq.protocol.state import ConnState
@@ -51,7 +52,7 @@ class Client(asyncio.Protocol):
         "_flush_pending",
         "_loop",
         "_reading_paused",
-        "_timer",
+        "_timer_slot",
         "client_id",
         "closed",
         "conn",
@@ -80,7 +81,8 @@ class Client(asyncio.Protocol):
         self._blocked = False
         self._flush_pending = False
         self._reading_paused = False
-        self._timer: asyncio.TimerHandle | None = None
+        self._timer_slot: int | None = None
+        """Slot of this connection's deadline in the lifecycle's TimerWheel."""
 
     def __repr__(self) -> str:
         return f"<Client {self.client_id!r} {self.peer}>"
@@ -113,9 +115,7 @@ class Client(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.conn.close()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self._cancel_timer()
         self.life.client_closed(self)
 
     def pause_writing(self) -> None:
@@ -133,8 +133,28 @@ class Client(asyncio.Protocol):
         self.conn.send(packet)
         self._flush_soon()
 
+    def send_publish_ack(self, qos: int, packet_id: int, reason_code: ReasonCode) -> None:
+        """PUBACK (QoS 1) or PUBREC (QoS 2) without properties."""
+        self.conn.send_publish_ack(qos, packet_id, reason_code)
+        self._flush_soon()
+
     def send_publish(self, packet: PublishPacket) -> bool:
         sent = self.conn.send_publish(packet)
+        self._flush_soon()
+        return sent
+
+    def send_message(  # noqa: PLR0917 (the fields of the PublishPacket it avoids building)
+        self,
+        topic: str,
+        payload: bytes,
+        qos: int,
+        retain: bool,
+        dup: bool,
+        packet_id: int | None,
+        properties: Properties,
+    ) -> bool:
+        """A PUBLISH given by its fields (see `MqttConnection.send_message`)."""
+        sent = self.conn.send_message(topic, payload, qos, retain, dup, packet_id, properties)
         self._flush_soon()
         return sent
 
@@ -144,9 +164,10 @@ class Client(asyncio.Protocol):
         return sent
 
     def _flush_soon(self) -> None:
-        if self.conn.pending_bytes >= FLUSH_AT:
+        pending = self.conn.pending_bytes
+        if pending >= FLUSH_AT:
             self._flush()
-        elif not self._flush_pending and self.conn.pending_bytes:
+        elif pending and not self._flush_pending:
             self._flush_pending = True
             self._loop.call_soon(self._flush)
 
@@ -194,10 +215,17 @@ class Client(asyncio.Protocol):
     def _arm_timer(self) -> None:
         deadline = self.conn.get_timer()
         if deadline is not None and not self.closed:
-            self._timer = self._loop.call_at(deadline, self._on_timer)
+            self._timer_slot = self.life.timers.schedule(self, deadline)
 
-    def _on_timer(self) -> None:
-        self._timer = None
+    def _cancel_timer(self) -> None:
+        if self._timer_slot is not None:
+            self.life.timers.cancel(self, self._timer_slot)
+            self._timer_slot = None
+
+    def on_timer(self) -> None:
+        """The connect timeout or keep alive deadline this connection was filed under is
+        due (the TimerWheel calls this); the connection checks its current deadline."""
+        self._timer_slot = None
         try:
             self.conn.handle_timer(self._loop.time())
         except ProtocolError as error:
@@ -215,9 +243,6 @@ class Client(asyncio.Protocol):
                 packet = conn.next_packet()
                 if packet is None:
                     break
-                if isinstance(packet, ConnectPacket):
-                    self._start_connect(packet)
-                    continue
                 handler = handlers.get(type(packet))
                 if handler is not None:
                     handler(self, packet)
@@ -226,14 +251,12 @@ class Client(asyncio.Protocol):
             return
         self._flush_soon()
 
-    def _start_connect(self, packet: ConnectPacket) -> None:
+    def start_connect(self, packet: ConnectPacket) -> None:
         """CONNECT is answered asynchronously; nothing more is read until it is."""
         self._blocked = True
         task = self._loop.create_task(self.life.connect(self, packet))
         task.add_done_callback(self._connect_done)
-        if self._timer is not None:  # the keep alive now applies
-            self._timer.cancel()
-            self._timer = None
+        self._cancel_timer()  # the keep alive applies once CONNECT is answered
 
     def _connect_done(self, task: asyncio.Task[None]) -> None:
         if task.cancelled() or (error := task.exception()) is not None:

@@ -3,7 +3,8 @@
 One function per packet type, called by `Client` in arrival order. Answers that depend on
 storage (PUBACK/PUBREC after an enqueue, SUBACK after a session save, PUBREL after
 mark_pubrel) go through the client's `steps`, which keep them in arrival order. CONNECT is
-handled by the client itself (it blocks reading) and PINGREQ / PUBREL by MqttConnection.
+answered asynchronously by the session lifecycle (the client reads nothing more until it
+is) and PINGREQ / PUBREL by MqttConnection.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from mqttq.broker.hub import Fanout
 from mqttq.codec.enums import ReasonCode
 from mqttq.codec.packets import (
+    ConnectPacket,
     DisconnectPacket,
     PubackPacket,
     PubcompPacket,
@@ -30,7 +33,7 @@ from mqttq.routing.topics import validate_topic_name
 
 if TYPE_CHECKING:
     from mqttq.broker.client import Client
-    from mqttq.broker.hub import Fanout, Hub
+    from mqttq.broker.hub import Hub
     from mqttq.broker.session import Session
 
 __all__ = ["HANDLERS"]
@@ -48,6 +51,10 @@ def _session(client: Client) -> Session:
     return session
 
 
+def on_connect(client: Client, packet: ConnectPacket) -> None:
+    client.start_connect(packet)
+
+
 def on_publish(client: Client, packet: PublishPacket) -> None:
     """Route the message; answer QoS 1/2 once its stored deliveries are durable."""
     validate_topic_name(packet.topic)  # [MQTT-3.3.2-2]
@@ -55,13 +62,32 @@ def on_publish(client: Client, packet: PublishPacket) -> None:
     message = hub.message_from(packet, client.client_id)
     steps = client.steps
     fan = hub.publish(message, deliver_now=not steps)
+    qos = packet.qos
+    if not isinstance(fan, Fanout):  # delivered already: `fan` is the reason code
+        if not qos:
+            return
+        if steps:  # the answer still waits for the earlier ones
+            steps.add(None, partial(_acknowledge, client, qos, packet.packet_id, fan))
+        else:
+            _ack(client, qos, packet.packet_id, fan)
+        return
     future = fan.future()
     if future is None and not steps:
-        if packet.qos:  # QoS 0 with nothing stored is already delivered: nothing to answer
-            _ack(client, packet.qos, packet.packet_id, hub.complete(fan))
+        if qos:  # QoS 0 with nothing stored is already delivered: nothing to answer
+            _ack(client, qos, packet.packet_id, hub.complete(fan))
         return
-    steps.add(future, partial(_publish_done, client, fan, packet.qos, packet.packet_id))
+    steps.add(future, partial(_publish_done, client, fan, qos, packet.packet_id))
     client.pause_reading_if_behind()
+
+
+def _acknowledge(
+    client: Client,
+    qos: int,
+    packet_id: int | None,
+    reason: ReasonCode,
+    _future: asyncio.Future[Any] | None,
+) -> None:
+    _ack(client, qos, packet_id, reason)
 
 
 def _publish_done(
@@ -82,7 +108,11 @@ def _ack(client: Client, qos: int, packet_id: int | None, reason: ReasonCode) ->
         # 3.x acks carry no reason code: not acknowledging is the only honest answer.
         client.kick(reason, "storage failure")
         return
-    props = Properties(reason_string=_ACK_REASON_STRINGS.get(reason))
+    reason_string = _ACK_REASON_STRINGS.get(reason)
+    if reason_string is None:  # every success: no packet object, no properties
+        client.send_publish_ack(qos, packet_id, reason)
+        return
+    props = Properties(reason_string=reason_string)
     if qos == 1:
         client.send(PubackPacket(packet_id, reason, props))
     else:
@@ -165,6 +195,7 @@ def on_disconnect(client: Client, packet: DisconnectPacket) -> None:
 
 
 HANDLERS: dict[type, Callable[[Client, Any], None]] = {
+    ConnectPacket: on_connect,
     PublishPacket: on_publish,
     PubackPacket: on_puback,
     PubrecPacket: on_pubrec,

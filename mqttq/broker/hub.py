@@ -108,25 +108,33 @@ class Hub:
             publisher_id,
         )
 
-    def publish(self, message: Message, deliver_now: bool) -> Fanout:
-        """Route `message` once; start its storage writes; deliver the rest now when
-        `deliver_now` (else the caller runs `complete`, which delivers them in order)."""
-        fan = Fanout()
+    def publish(self, message: Message, deliver_now: bool) -> Fanout | ReasonCode:
+        """Route `message` once and start its storage writes.
+
+        With `deliver_now`, deliveries that wait for nothing are made at once, and when
+        nothing waits at all the publisher's reason code is returned (the common case,
+        with no Fanout built). Otherwise a Fanout: the caller runs `complete` once its
+        `future()` settled, which hands over the stored entries, makes the remaining
+        deliveries in order and gives the reason code.
+        """
+        fan: Fanout | None = None
         if message.retain:
+            fan = Fanout()
             self._retain(message, fan)
         deliveries = self.router.route(message, self._online)
         if not deliveries:
-            return fan
+            return ReasonCode.NO_MATCHING_SUBSCRIBERS if fan is None else fan
         sessions = self.sessions
         queue_qos0 = self._queue_qos0
         mqos = message.qos
         mretain = message.retain
-        items: list[tuple[str, Message]] = []
+        items: list[tuple[str, Message]] | None = None
+        count = rejected = 0
         for delivery in deliveries:
             session = sessions.get(delivery.client_id)
             if session is None or session.ended:
                 continue
-            fan.count += 1
+            count += 1
             qos = delivery.qos
             sids = delivery.subscription_identifiers
             if qos == mqos and delivery.retain == mretain and not sids:
@@ -134,13 +142,23 @@ class Hub:
             else:
                 out = _copy(message, qos, delivery.retain, sids)
             if session.expiry_interval and (qos or (queue_qos0 and session.client is None)):
+                if fan is None:
+                    fan = Fanout()
+                if items is None:
+                    items = []
                 items.append((session.client_id, out))
                 fan.stored.append(session)
             elif deliver_now:
                 if not session.deliver_now(out):
-                    fan.rejected += 1
+                    rejected += 1
             else:
+                if fan is None:
+                    fan = Fanout()
                 fan.immediate.append((session, out))
+        if fan is None:
+            return _reason(count, rejected)
+        fan.count = count
+        fan.rejected = rejected
         if items:
             fan.enqueue = self._batcher.enqueue(items)
         return fan
@@ -178,11 +196,7 @@ class Hub:
         if write is not None and (write.cancelled() or write.exception() is not None):
             self.stats.storage_errors += 1
             return ReasonCode.UNSPECIFIED_ERROR
-        if not fan.count:
-            return ReasonCode.NO_MATCHING_SUBSCRIBERS
-        if rejected and rejected >= fan.count:
-            return ReasonCode.QUOTA_EXCEEDED
-        return ReasonCode.SUCCESS
+        return _reason(fan.count, rejected)
 
     def encoded_qos0(self, message: Message, protocol_level: int) -> bytes:
         """The QoS 0 PUBLISH of `message` (DUP 0, no packet id, properties as they are)
@@ -202,6 +216,8 @@ class Hub:
         """Publish with nobody to acknowledge (wills): deliveries complete on their own."""
         self.stats.messages_in[message.qos] += 1
         fan = self.publish(message, deliver_now=True)
+        if not isinstance(fan, Fanout):
+            return  # delivered
         future = fan.future()
         if future is not None:
             future.add_done_callback(lambda _f: self.complete(fan))
@@ -312,16 +328,20 @@ class Hub:
             self.router.subscriptions_of(session.client_id),
             session.disconnected_at,
         )
-        return self.tasks.spawn(self.storage.save_session(record), "save_session")
+        return self.tasks.spawn(
+            self.storage.save_session(record), "save_session", session.client_id
+        )
 
     def forget(self, session: Session, packet_id: int) -> None:
         """A stored entry's flow ended (PUBACK, PUBCOMP, expired, discarded)."""
-        self.tasks.spawn(self.storage.remove(session.client_id, packet_id), "remove")
+        client_id = session.client_id
+        self.tasks.spawn(self.storage.remove(client_id, packet_id), "remove", client_id)
 
     def mark_pubrel(self, session: Session, packet_id: int) -> asyncio.Future[None]:
         """PUBREC received for a stored entry; PUBREL goes out once this settles."""
+        client_id = session.client_id
         return self.tasks.spawn(
-            self.storage.mark_pubrel(session.client_id, packet_id), "mark_pubrel"
+            self.storage.mark_pubrel(client_id, packet_id), "mark_pubrel", client_id
         )
 
     def statistics(self) -> dict[str, int]:
@@ -344,6 +364,16 @@ class Hub:
             counters[f"messages_out_qos{qos}"] = stats.messages_out[qos]
             counters[f"messages_dropped_qos{qos}"] = stats.dropped[qos]
         return counters
+
+
+def _reason(count: int, rejected: int) -> ReasonCode:
+    """The publisher's reason code once every delivery was attempted: 0x10 when nothing
+    matched, 0x97 when every delivery was refused by a full queue [MQTT-3.4.2.1]."""
+    if not count:
+        return ReasonCode.NO_MATCHING_SUBSCRIBERS
+    if rejected and rejected >= count:
+        return ReasonCode.QUOTA_EXCEEDED
+    return ReasonCode.SUCCESS
 
 
 def _copy(message: Message, qos: int, retain: bool, sids: tuple[int, ...]) -> Message:

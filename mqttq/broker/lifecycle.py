@@ -11,6 +11,7 @@ import uuid
 from mqttq.broker.client import Client
 from mqttq.broker.hub import Hub
 from mqttq.broker.session import Session
+from mqttq.broker.timers import TimerWheel
 from mqttq.broker.will import WillScheduler
 from mqttq.codec.enums import SESSION_EXPIRY_NEVER, ProtocolLevel, ReasonCode
 from mqttq.codec.packets import ConnackPacket, ConnectPacket, DisconnectPacket
@@ -63,6 +64,8 @@ class Lifecycle:
         self.limits = connection_limits(hub.settings)
         self.policy = connect_policy(hub.settings)
         self.wills = WillScheduler(loop, hub.publish_detached)
+        self.timers = TimerWheel(loop)
+        """Connect timeout and keep alive deadlines of every connection."""
         self.clients: set[Client] = set()
         self._locks: dict[str, asyncio.Lock] = {}
         self._lock_users: dict[str, int] = {}
@@ -133,7 +136,7 @@ class Lifecycle:
             self.wills.session_ended(client_id)
         try:
             if old is not None or decision.persistent:
-                await hub.tasks.barrier()  # every earlier write for this client has settled
+                await hub.tasks.barrier(client_id)  # earlier writes for this client settled
             if old is not None and resume:
                 session = old
                 entries = await self._resume(session, client, packet, decision)
@@ -150,7 +153,9 @@ class Lifecycle:
                         # Entries of an earlier session of this id may have landed after
                         # it was deleted; the new session starts empty. (Writes are
                         # applied in order, so this needs no wait.)
-                        hub.tasks.spawn(hub.storage.delete_session(client_id), "delete_session")
+                        hub.tasks.spawn(
+                            hub.storage.delete_session(client_id), "delete_session", client_id
+                        )
                     hub.save_session(session)
                 entries = []
         except (StorageError, OSError) as error:
@@ -190,7 +195,7 @@ class Lifecycle:
         except BaseException:
             if session.client is client:
                 session.client = None
-                session.waiting_live.clear()
+                session.waiting_live = None
             raise
         if handle is not None:
             handle.cancel()
@@ -202,7 +207,8 @@ class Lifecycle:
         if session.persistent:
             hub.save_session(session)
         else:
-            hub.tasks.spawn(hub.storage.delete_session(session.client_id), "delete_session")
+            client_id = session.client_id
+            hub.tasks.spawn(hub.storage.delete_session(client_id), "delete_session", client_id)
         return entries
 
     def disconnect_received(self, client: Client, packet: DisconnectPacket) -> None:
@@ -223,8 +229,9 @@ class Lifecycle:
             )
         new = min(asked, self.policy.max_session_expiry_interval)
         if session.persistent and new == 0:
+            client_id = session.client_id
             self.hub.tasks.spawn(
-                self.hub.storage.delete_session(session.client_id), "delete_session"
+                self.hub.storage.delete_session(client_id), "delete_session", client_id
             )
         session.expiry_interval = new
 
@@ -271,7 +278,10 @@ class Lifecycle:
             return
         logger.debug("session %r expired", session.client_id)
         self._forget(session)
-        self.hub.tasks.spawn(self.hub.storage.delete_session(session.client_id), "delete_session")
+        client_id = session.client_id
+        self.hub.tasks.spawn(
+            self.hub.storage.delete_session(client_id), "delete_session", client_id
+        )
         self.wills.session_ended(session.client_id)
 
     def _forget(self, session: Session) -> None:
@@ -303,7 +313,9 @@ class Lifecycle:
             disconnected_at = record.disconnected_at
             elapsed = 0.0 if disconnected_at is None else max(0.0, now - disconnected_at)
             if expiry == 0 or (expiry < SESSION_EXPIRY_NEVER and elapsed >= expiry):
-                hub.tasks.spawn(hub.storage.delete_session(record.client_id), "delete_session")
+                hub.tasks.spawn(
+                    hub.storage.delete_session(record.client_id), "delete_session", record.client_id
+                )
                 continue
             session = Session(hub, record.client_id, record.protocol_level, expiry)
             session.restored = True
@@ -324,6 +336,7 @@ class Lifecycle:
         for client in list(self.clients):
             client.kick(ReasonCode.SERVER_SHUTTING_DOWN)
         self.wills.drop_all()
+        self.timers.close()
         for session in self.hub.sessions.values():
             if session.expiry_handle is not None:
                 session.expiry_handle.cancel()

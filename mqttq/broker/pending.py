@@ -4,8 +4,8 @@ the batching of queue writes.
 A client's packets are handled as they arrive, but what answers them (acks, deliveries)
 may wait for storage. `OrderedSteps` lets a client keep reading while its earlier writes
 commit, and still emit every answer in arrival order. `BackgroundTasks` owns the storage
-writes nobody waits for (PUBACK -> remove) so that `barrier()` can wait until every write
-issued so far has settled, before a session is fetched or deleted.
+writes nobody waits for (PUBACK -> remove) so that `barrier(client_id)` can wait until the
+writes issued so far for a client have settled, before its session is fetched or deleted.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import asyncio
 import logging
 from collections import deque
 from collections.abc import Callable, Coroutine
+from functools import partial
 from typing import Any, TypeVar
 
 __all__ = ["BackgroundTasks", "EnqueueBatcher", "OrderedSteps", "StepDone"]
@@ -37,19 +38,25 @@ class OrderedSteps:
     __slots__ = ("_after", "_steps")
 
     def __init__(self, after: Callable[[], None] | None = None) -> None:
-        self._steps: deque[tuple[asyncio.Future[Any] | None, StepDone]] = deque()
+        self._steps: deque[tuple[asyncio.Future[Any] | None, StepDone]] | None = None
+        """Created by the first step that has to wait (most clients never have one)."""
         self._after = after
         """Called after waiting steps ran (for flow control on the step count)."""
 
     def __len__(self) -> int:
-        return len(self._steps)
+        steps = self._steps
+        return 0 if steps is None else len(steps)
 
     def add(self, future: asyncio.Future[Any] | None, done: StepDone) -> None:
         """Queue `done(future)` to run after `future` settles and all earlier steps ran."""
-        if future is None and not self._steps:
-            done(None)
-            return
-        self._steps.append((future, done))
+        steps = self._steps
+        if not steps:
+            if future is None:
+                done(None)
+                return
+            if steps is None:
+                steps = self._steps = deque()
+        steps.append((future, done))
         if future is not None:
             future.add_done_callback(self._advance)
 
@@ -69,38 +76,76 @@ class OrderedSteps:
 
 
 class BackgroundTasks:
-    """Storage writes started without a waiter; failures are logged, never lost silently."""
+    """Storage writes started without a waiter; failures are logged, never lost silently.
 
-    __slots__ = ("_tasks",)
+    Each write may name the client it is for, so that `barrier(client_id)` waits only for
+    that client's writes (and for the queue writes in flight, which may hold entries for
+    any client), not for every write of the broker: a reconnect during a large backlog
+    drain must not wait behind thousands of other sessions' PUBACK removals.
+    """
+
+    __slots__ = ("_by_client", "_enqueues", "_tasks")
 
     def __init__(self) -> None:
         self._tasks: set[asyncio.Future[Any]] = set()
+        self._by_client: dict[str, set[asyncio.Future[Any]]] = {}
+        self._enqueues: set[asyncio.Future[Any]] = set()
 
     def __len__(self) -> int:
         return len(self._tasks)
 
-    def spawn(self, coro: Coroutine[Any, Any, T], what: str) -> asyncio.Future[T]:
-        """Start `coro` now; its failure is logged as `what` (the caller may also await it)."""
+    def spawn(
+        self, coro: Coroutine[Any, Any, T], what: str, client_id: str | None = None
+    ) -> asyncio.Future[T]:
+        """Start `coro` now; its failure is logged as `what` (the caller may also await it).
+        `client_id`: the client the write is for (see `barrier`)."""
         task = asyncio.ensure_future(coro)
-        self.track(task, what)
+        self.track(task, what, client_id)
         return task
 
-    def track(self, future: asyncio.Future[Any], what: str | None) -> None:
+    def track(
+        self, future: asyncio.Future[Any], what: str | None, client_id: str | None = None
+    ) -> None:
         """Include an already started future in `barrier()`; log its failure as `what`
         (None: the caller logs it)."""
         self._tasks.add(future)
+        if client_id is not None:
+            pending = self._by_client.get(client_id)
+            if pending is None:
+                pending = self._by_client[client_id] = set()
+            pending.add(future)
+        future.add_done_callback(partial(self._settled, what, client_id))
 
-        def settled(done: asyncio.Future[Any]) -> None:
-            self._tasks.discard(done)
-            if what is not None and not done.cancelled() and done.exception() is not None:
-                logger.warning("storage %s failed: %s", what, done.exception())
+    def track_enqueue(self, future: asyncio.Future[Any]) -> None:
+        """A queue write that may hold entries for any client: every barrier waits for it."""
+        self._enqueues.add(future)
+        self.track(future, None)
 
-        future.add_done_callback(settled)
+    def _settled(self, what: str | None, client_id: str | None, done: asyncio.Future[Any]) -> None:
+        self._tasks.discard(done)
+        self._enqueues.discard(done)
+        if client_id is not None:
+            pending = self._by_client.get(client_id)
+            if pending is not None:
+                pending.discard(done)
+                if not pending:
+                    del self._by_client[client_id]
+        if what is not None and not done.cancelled() and done.exception() is not None:
+            logger.warning("storage %s failed: %s", what, done.exception())
 
-    async def barrier(self) -> None:
-        """Wait until every task started before this call has settled (failed ones too)."""
-        if self._tasks:
-            await asyncio.wait(list(self._tasks))
+    async def barrier(self, client_id: str | None = None) -> None:
+        """Wait until the writes started before this call have settled (failed ones too):
+        every write when `client_id` is None, else that client's writes and the queue
+        writes in flight."""
+        if client_id is None:
+            pending = list(self._tasks)
+        else:
+            pending = [*self._by_client.get(client_id, ()), *self._enqueues]
+        # One at a time: most are done by the time the first one is, and asyncio.wait over
+        # thousands of futures costs a callback on each of them.
+        for future in pending:
+            if not future.done():
+                await asyncio.wait((future,))
 
 
 class EnqueueBatcher:
@@ -135,7 +180,7 @@ class EnqueueBatcher:
             loop.call_soon(self._flush)
         self._items += items
         self._waiters.append((future, start, len(self._items)))
-        self._tasks.track(future, None)
+        self._tasks.track_enqueue(future)
         return future
 
     def _flush(self) -> None:

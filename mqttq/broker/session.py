@@ -17,7 +17,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from mqttq.codec.enums import ReasonCode
-from mqttq.codec.packets import PublishPacket, PubrelPacket, Will
+from mqttq.codec.packets import PubrelPacket, Will
 from mqttq.model import Message
 from mqttq.protocol.inflight import PacketIdAllocator
 from mqttq.storage.ports import QueuedMessage
@@ -68,18 +68,19 @@ class Session:
         """True once the online client got its CONNACK and re-sent messages."""
         self.ended = False
         """Set when the session is discarded; late deliveries to it are dropped."""
-        self.queue: deque[QueuedMessage] = deque()
+        self.queue: deque[QueuedMessage] | None = None
+        """Created with the first message that has to wait (an idle session has none)."""
         self.inflight: dict[int, QueuedMessage] = {}
         self._ids = PacketIdAllocator(self.inflight)
         self.awaiting_pubrel: set[int] = set()
         """Inbound QoS 2 ids awaiting PUBREL, shared with each connection [MQTT-4.3.3-10]."""
-        self.resend_ids: set[int] = set()
+        self.resend_ids: set[int] | None = None
         """Packet ids sent on an earlier connection: re-sent with DUP=1 [MQTT-3.3.1-1]."""
         self.restored = False
         """Loaded from storage at start: which entries were in flight is unknown."""
         self.fetched_serial = 0
         """Highest serial fetched on attach; live hand-offs at or below it are duplicates."""
-        self.waiting_live: list[QueuedMessage] = []
+        self.waiting_live: list[QueuedMessage] | None = None
         self.disconnected_at: float | None = None
         self.expiry_handle: asyncio.TimerHandle | None = None
         self.will: Will | None = None
@@ -110,7 +111,19 @@ class Session:
         if client is None:
             return True
         queue = self.queue
-        if len(queue) >= self.hub.max_queued_messages:
+        if (
+            not queue
+            and self.ready
+            and client.writable
+            and len(self.inflight) < client.conn.client_receive_maximum
+            and message.expires_at is None
+        ):
+            # Nothing waits before it and the window is open: what `pump` would do at once.
+            self._send_entry(client, QueuedMessage(0, 0, message))
+            return True
+        if queue is None:
+            queue = self.queue = deque()
+        elif len(queue) >= self.hub.max_queued_messages:
             stats.dropped[message.qos] += 1
             if self.hub.reject_when_full:
                 return False
@@ -124,10 +137,14 @@ class Session:
         if self.ended or self.client is None or entry.serial <= self.fetched_serial:
             return  # offline: it waits in storage; or the attach already fetched it
         if not self.ready:
+            if self.waiting_live is None:
+                self.waiting_live = []
             self.waiting_live.append(entry)
             return
         queue = self.queue
-        if len(queue) >= self.hub.max_queued_messages and not self.hub.reject_when_full:
+        if queue is None:
+            queue = self.queue = deque()
+        elif len(queue) >= self.hub.max_queued_messages and not self.hub.reject_when_full:
             queue.popleft()  # storage trimmed the same oldest entry
             self.hub.stats.dropped[entry.message.qos] += 1
         queue.append(entry)
@@ -135,10 +152,10 @@ class Session:
 
     def pump(self) -> None:
         """Send queued messages while the client's Receive Maximum allows [MQTT-4.9.0-2]."""
-        client = self.client
-        if client is None or not self.ready or not client.writable:
-            return
         queue = self.queue
+        client = self.client
+        if not queue or client is None or not self.ready or not client.writable:
+            return
         inflight = self.inflight
         window = client.conn.client_receive_maximum
         now = 0.0
@@ -150,29 +167,36 @@ class Session:
                 if message.is_expired(now):
                     self._finish(entry)  # never delivered once expired [MQTT-3.3.2-5]
                     continue
-            if message.qos == 0:
-                # Stored while offline (queue_qos0): sent once and forgotten.
-                self._send_publish(client, message, 0, None, False)
-                self._finish(entry)
-            else:
-                if not entry.packet_id:
-                    entry.packet_id = self._ids.allocate()
-                packet_id = entry.packet_id
-                dup = packet_id in self.resend_ids
-                if dup:
-                    self.resend_ids.discard(packet_id)
-                if self._send_publish(client, message, message.qos, packet_id, dup):
-                    inflight[packet_id] = entry
-                else:
-                    logger.debug(
-                        "%s: message on %r larger than the client's Maximum Packet Size, "
-                        "discarded as delivered",
-                        self.client_id,
-                        message.topic,
-                    )
-                    self._finish(entry)  # [MQTT-3.1.2-25]
+            self._send_entry(client, entry)
             if not client.writable:
                 break
+
+    def _send_entry(self, client: Client, entry: QueuedMessage) -> None:
+        """Send one entry the window has room for; QoS 1/2 ones stay in flight."""
+        message = entry.message
+        if message.qos == 0:
+            # Stored while offline (queue_qos0): sent once and forgotten.
+            self._send_publish(client, message, 0, None, False)
+            self._finish(entry)
+            return
+        if not entry.packet_id:
+            entry.packet_id = self._ids.allocate()
+        packet_id = entry.packet_id
+        resend = self.resend_ids
+        dup = False
+        if resend is not None and packet_id in resend:
+            dup = True
+            resend.discard(packet_id)
+        if self._send_publish(client, message, message.qos, packet_id, dup):
+            self.inflight[packet_id] = entry
+        else:
+            logger.debug(
+                "%s: message on %r larger than the client's Maximum Packet Size, "
+                "discarded as delivered",
+                self.client_id,
+                message.topic,
+            )
+            self._finish(entry)  # [MQTT-3.1.2-25]
 
     def _send_publish(
         self, client: Client, message: Message, qos: int, packet_id: int | None, dup: bool
@@ -197,10 +221,9 @@ class Session:
                 message_expiry_interval=expiry,
                 subscription_identifiers=list(message.subscription_identifiers),
             )
-        packet = PublishPacket(
+        sent = client.send_message(
             message.topic, message.payload, qos, message.retain, dup, packet_id, props
         )
-        sent = client.send_publish(packet)
         if sent:
             self.hub.stats.messages_out[qos] += 1
         return sent
@@ -270,18 +293,21 @@ class Session:
         if self.restored:
             # After a restart any stored entry may have been sent before: mark them all DUP.
             self.restored = False
-            self.resend_ids = unacked
-        else:
-            self.resend_ids &= unacked
+            self.resend_ids = unacked or None
+        elif self.resend_ids is not None:
+            self.resend_ids = (self.resend_ids & unacked) or None
+        queue = self.queue
         for entry in entries:
             if entry.pubrel:
                 self.inflight[entry.packet_id] = entry
                 client.send(PubrelPacket(entry.packet_id))
             else:
-                self.queue.append(entry)
+                if queue is None:
+                    queue = self.queue = deque()
+                queue.append(entry)
         waiting = self.waiting_live
-        self.waiting_live = []
-        for entry in waiting:
+        self.waiting_live = None
+        for entry in waiting or ():
             self.deliver_stored(entry)
         self.pump()
 
@@ -290,7 +316,12 @@ class Session:
         self.client = None
         self.ready = False
         if self.persistent:
-            self.resend_ids.update(i for i, entry in self.inflight.items() if not entry.pubrel)
-            self.queue.clear()
+            sent = {i for i, entry in self.inflight.items() if not entry.pubrel}
+            if sent:
+                if self.resend_ids is None:
+                    self.resend_ids = sent
+                else:
+                    self.resend_ids |= sent
+            self.queue = None
             self.inflight.clear()
-            self.waiting_live.clear()
+            self.waiting_live = None

@@ -38,7 +38,13 @@ from mqttq.codec.primitives import (
 from mqttq.codec.properties import WILL_PROPERTIES, Properties, decode_properties
 from mqttq.errors import Incomplete, MalformedPacket, PacketTooLarge, ProtocolError
 
-__all__ = ["CONNACK_RETURN_CODE_TO_REASON", "REASON_CODES", "PacketReader", "decode_packet"]
+__all__ = [
+    "CONNACK_RETURN_CODE_TO_REASON",
+    "NO_PROPERTIES",
+    "REASON_CODES",
+    "PacketReader",
+    "decode_packet",
+]
 
 _T = PacketType
 
@@ -87,6 +93,11 @@ _REASONS: dict[int, dict[int, ReasonCode]] = {
     ptype: {code: ReasonCode(code) for code in codes} for ptype, codes in REASON_CODES.items()
 }
 _V3_SUBACK = {code: ReasonCode(code) for code in V3_SUBACK_CODES}
+
+NO_PROPERTIES = Properties()
+"""Shared by every decoded PUBLISH and PUBACK/PUBREC/PUBREL/PUBCOMP whose property section is
+empty or absent (3.x): one allocation fewer per packet on the hot path. Decoded properties
+are therefore read-only; copy them (`dataclasses.replace`) to change one."""
 
 
 def _expect_end(offset: int, body: memoryview, what: str) -> None:
@@ -224,10 +235,16 @@ def _decode_publish(flags: int, body: memoryview, level: int) -> PublishPacket:
         offset += 2
     if level != 5:
         return PublishPacket(
-            topic, bytes(body[offset:]), qos, (flags & 1) == 1, (flags & 8) == 8, packet_id
+            topic,
+            bytes(body[offset:]),
+            qos,
+            (flags & 1) == 1,
+            (flags & 8) == 8,
+            packet_id,
+            NO_PROPERTIES,
         )
     if offset < n and not body[offset]:
-        properties = Properties()
+        properties = NO_PROPERTIES
         offset += 1
     else:
         properties, offset = decode_properties(body, offset, _PUBLISH)
@@ -239,7 +256,7 @@ def _decode_publish(flags: int, body: memoryview, level: int) -> PublishPacket:
 def _decode_puback(flags: int, body: memoryview, level: int) -> PubackPacket:
     """PUBACK [MQTT-3.4]."""
     if len(body) == 2:  # the common short form
-        return PubackPacket(_packet_id(body, 0))
+        return PubackPacket(_packet_id(body, 0), ReasonCode.SUCCESS, NO_PROPERTIES)
     packet_id, reason, properties = _ack_fields(PacketType.PUBACK, body, level)
     return PubackPacket(packet_id, reason, properties)
 
@@ -269,12 +286,12 @@ def _ack_fields(
     n = len(body)
     packet_id = _packet_id(body, 0)
     if n == 2:
-        return packet_id, ReasonCode.SUCCESS, Properties()
+        return packet_id, ReasonCode.SUCCESS, NO_PROPERTIES
     if level != 5:
         raise MalformedPacket(f"{ptype.name} remaining length {n}, expected 2")
     reason = _reason(ptype, body[2])
     if n == 3:
-        return packet_id, reason, Properties()
+        return packet_id, reason, NO_PROPERTIES
     properties, offset = decode_properties(body, 3, ptype)
     _expect_end(offset, body, ptype.name)
     return packet_id, reason, properties

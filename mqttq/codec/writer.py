@@ -45,9 +45,9 @@ from mqttq.codec.properties import (
     Properties,
     encode_properties,
 )
-from mqttq.codec.reader import REASON_CODES
+from mqttq.codec.reader import NO_PROPERTIES, REASON_CODES
 
-__all__ = ["encode_packet"]
+__all__ = ["encode_packet", "encode_publish", "encode_short_ack"]
 
 _pack_u16 = Struct("!H").pack
 _pack_ack = Struct("!BBH").pack
@@ -153,43 +153,74 @@ def _publish_properties_empty(p: Properties) -> bool:
 
 
 def _encode_publish(packet: PublishPacket, level: int) -> bytes:
-    """PUBLISH [MQTT-3.3]: the hot path, one join and no per-byte work on the payload."""
-    topic = packet.topic.encode("utf-8")
-    topic_length = len(topic)
-    if topic_length > MAX_U16 or b"\x00" in topic:
+    """PUBLISH [MQTT-3.3]."""
+    return encode_publish(
+        packet.topic,
+        packet.payload,
+        packet.qos,
+        packet.retain,
+        packet.dup,
+        packet.packet_id,
+        packet.properties,
+        level,
+    )
+
+
+def encode_publish(  # noqa: PLR0917 (the fields of the packet object it avoids building)
+    topic: str,
+    payload: bytes,
+    qos: int,
+    retain: bool,
+    dup: bool,
+    packet_id: int | None,
+    properties: Properties,
+    protocol_level: int,
+) -> bytes:
+    """The PUBLISH `encode_packet` writes for these fields, without a packet object: the
+    hot path of every delivery, one join and no per-byte work on the payload [MQTT-3.3].
+    Raises ValueError as `encode_packet` does."""
+    if protocol_level not in (3, 4, 5):
+        raise ValueError(f"unsupported protocol level {protocol_level}")
+    encoded_topic = topic.encode("utf-8")
+    topic_length = len(encoded_topic)
+    if topic_length > MAX_U16 or b"\x00" in encoded_topic:
         raise ValueError("topic longer than 65535 bytes or containing U+0000")
-    qos = packet.qos
     first = 0x30 | qos << 1
-    if packet.retain:
+    if retain:
         first |= 0x01
     if qos:
         if qos > 2:
             raise ValueError(f"PUBLISH QoS {qos}")
-        if packet.dup:
+        if dup:
             first |= 0x08
-        tail = _pack_u16(_check_packet_id(packet.packet_id))
+        if packet_id is None or not 0 < packet_id <= MAX_U16:
+            _check_packet_id(packet_id)
+        tail = _pack_u16(packet_id)
     else:
-        if packet.dup or packet.packet_id is not None:
+        if dup or packet_id is not None:
             raise ValueError("QoS 0 PUBLISH with DUP or a packet id [MQTT-3.3.1-2, MQTT-2.2.1-2]")
         tail = b""
-    if level == 5:
-        properties = packet.properties
-        if _publish_properties_empty(properties):
+    if protocol_level == 5:
+        if properties is NO_PROPERTIES or _publish_properties_empty(properties):
             tail += EMPTY_PROPERTIES
         else:
             tail += encode_properties(properties, PacketType.PUBLISH)
-    payload = packet.payload
     remaining_length = 2 + topic_length + len(tail) + len(payload)
     if remaining_length < 0x80:
         return b"".join(
-            (_pack_publish_head(first, remaining_length, topic_length), topic, tail, payload)
+            (
+                _pack_publish_head(first, remaining_length, topic_length),
+                encoded_topic,
+                tail,
+                payload,
+            )
         )
     return b"".join(
         (
             bytes((first,)),
             encode_varint(remaining_length),
             _pack_u16(topic_length),
-            topic,
+            encoded_topic,
             tail,
             payload,
         )
@@ -219,6 +250,30 @@ def _ack_encoder(ptype: PacketType) -> Callable[[Any, int], bytes]:
 
     encode.__doc__ = f"{ptype.name} [MQTT-3.{ptype}]; 3.x drops reason code and properties."
     return encode
+
+
+_ACK_FIRST_BYTES = {
+    PacketType.PUBACK: 0x40,
+    PacketType.PUBREC: 0x50,
+    PacketType.PUBREL: 0x62,
+    PacketType.PUBCOMP: 0x70,
+}
+
+
+def encode_short_ack(
+    packet_type: PacketType, packet_id: int, reason_code: int, protocol_level: int
+) -> bytes:
+    """PUBACK, PUBREC, PUBREL or PUBCOMP without properties, in its shortest form: the same
+    bytes `encode_packet` writes for such a packet with empty properties, without building
+    one (the broker acknowledges every QoS 1/2 PUBLISH). 3.x drops the reason code; 5.0
+    omits it for success [MQTT-3.4.2.1]. ValueError for an id outside 1..65535 or a reason
+    code the packet type may not carry."""
+    first = _ACK_FIRST_BYTES[packet_type]
+    if not 0 < packet_id <= MAX_U16:
+        _check_packet_id(packet_id)
+    if protocol_level != 5 or not reason_code:
+        return _pack_ack(first, 2, packet_id)
+    return _pack_ack_reason(first, 3, packet_id, _check_reason(packet_type, reason_code))
 
 
 def _encode_subscribe(packet: SubscribePacket, level: int) -> bytes:

@@ -22,7 +22,7 @@ class InboundAliases:
 
     def __init__(self, maximum: int) -> None:
         self.maximum = maximum
-        self._topics: list[str | None] = [None] * (maximum + 1)
+        self._topics: dict[int, str] = {}
 
     def resolve(self, topic: str, alias: int | None) -> str:
         """The topic name a PUBLISH stands for, recording a new mapping when it sets one.
@@ -45,7 +45,7 @@ class InboundAliases:
         if topic:
             self._topics[alias] = topic
             return topic
-        known = self._topics[alias]
+        known = self._topics.get(alias)
         if known is None:
             raise ProtocolError(ReasonCode.PROTOCOL_ERROR, f"unknown topic alias {alias}")
         return known

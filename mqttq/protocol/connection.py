@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from mqttq.codec.enums import ProtocolLevel, ReasonCode
+from mqttq.codec.enums import PacketType, ProtocolLevel, ReasonCode
 from mqttq.codec.packets import (
     ConnackPacket,
     ConnectPacket,
@@ -26,23 +26,28 @@ from mqttq.codec.packets import (
     PingreqPacket,
     PingrespPacket,
     PubackPacket,
-    PubcompPacket,
     PublishPacket,
     PubrecPacket,
     PubrelPacket,
 )
 from mqttq.codec.properties import Properties
 from mqttq.codec.reader import PacketReader
-from mqttq.codec.writer import encode_packet
+from mqttq.codec.writer import encode_packet, encode_publish, encode_short_ack
 from mqttq.errors import ProtocolError
 from mqttq.protocol.aliases import InboundAliases, OutboundAliases
 from mqttq.protocol.inflight import InboundWindow
-from mqttq.protocol.state import ConnState, next_state
+from mqttq.protocol.state import STAYS_CONNECTED, ConnState, next_state
 
 __all__ = ["ConnectionLimits", "MqttConnection"]
 
 DEFAULT_RECEIVE_MAXIMUM = 65535
 """A client's Receive Maximum when it sends none (5.0) or cannot (3.x) [MQTT-3.1.2.11.3]."""
+
+_CLOSED = ConnState.CLOSED
+_CONNECTED = ConnState.CONNECTED
+
+_NO_OUTBOUND_ALIASES = OutboundAliases(0)
+"""Shared by every client that takes no topic aliases: with maximum 0 nothing is bound."""
 
 _CONNECT_HEAD = 16
 """CONNECT bytes kept to find the protocol level when the CONNECT does not decode."""
@@ -93,7 +98,7 @@ class MqttConnection:
         self.inbound = InboundWindow(limits.receive_maximum)
         self._reader = PacketReader(limits.max_packet_size)
         self._in_aliases = InboundAliases(limits.topic_alias_maximum)
-        self._out_aliases = OutboundAliases(0)
+        self._out_aliases = _NO_OUTBOUND_ALIASES
         self._out = bytearray()
         self._head = b""
         self._connack_sent = False
@@ -130,22 +135,25 @@ class MqttConnection:
         PUBREL are answered here and still returned; a duplicate QoS 2 PUBLISH is answered
         here and not returned [MQTT-4.3.3-10].
         """
-        while self.state is not ConnState.CLOSED:
-            packet = self._reader.next_packet()
+        reader = self._reader
+        while self.state is not _CLOSED:
+            packet = reader.next_packet()
             if packet is None:
                 return None
-            self.state = next_state(self.state, packet.packet_type)
-            if isinstance(packet, PublishPacket):
+            if self.state is not _CONNECTED or packet.packet_type not in STAYS_CONNECTED:
+                self.state = next_state(self.state, packet.packet_type)
+            if type(packet) is PublishPacket:
                 if self._check_publish(packet):
                     return packet
                 continue
-            if isinstance(packet, ConnectPacket):
+            if type(packet) is ConnectPacket:
                 self._take_connect(packet)
-            elif isinstance(packet, PubrelPacket):
-                known = self.inbound.pubrel_received(packet.packet_id)
+            elif type(packet) is PubrelPacket:
+                packet_id = packet.packet_id
+                known = self.inbound.pubrel_received(packet_id)
                 reason = ReasonCode.SUCCESS if known else ReasonCode.PACKET_IDENTIFIER_NOT_FOUND
-                self.send(PubcompPacket(packet.packet_id, reason))
-            elif isinstance(packet, PingreqPacket):  # [MQTT-3.12.4-1]
+                self._send_short_ack(PacketType.PUBCOMP, packet_id, reason)
+            elif type(packet) is PingreqPacket:  # [MQTT-3.12.4-1]
                 self.send(PingrespPacket())
             return packet
         return None
@@ -212,6 +220,23 @@ class MqttConnection:
             data = encode_packet(packet, self.protocol_level)
         self._out += data
 
+    def send_publish_ack(self, qos: int, packet_id: int, reason_code: ReasonCode) -> None:
+        """Answer a QoS 1 PUBLISH with PUBACK or a QoS 2 one with PUBREC, carrying
+        `reason_code` and no properties (no Reason String: use `send` for one)."""
+        if self._finished:
+            return
+        if qos == 1:
+            self.inbound.puback_sent()
+            packet_type = PacketType.PUBACK
+        else:
+            self.inbound.pubrec_sent(packet_id, reason_code)
+            packet_type = PacketType.PUBREC
+        self._out += encode_short_ack(packet_type, packet_id, reason_code, self.protocol_level)
+
+    def _send_short_ack(self, packet_type: PacketType, packet_id: int, reason: ReasonCode) -> None:
+        if not self._finished:
+            self._out += encode_short_ack(packet_type, packet_id, reason, self.protocol_level)
+
     def _trim_problem_information(self, packet: Packet, props: Properties) -> None:
         """Request Problem Information = 0 allows these only on PUBLISH, CONNACK and
         DISCONNECT [MQTT-3.1.2-29]."""
@@ -256,6 +281,33 @@ class MqttConnection:
                 return False
             if alias is not None:
                 aliases.bind(topic, alias)
+        self._out += data
+        return True
+
+    def send_message(  # noqa: PLR0917 (the fields of the PublishPacket it avoids building)
+        self,
+        topic: str,
+        payload: bytes,
+        qos: int,
+        retain: bool,
+        dup: bool,
+        packet_id: int | None,
+        properties: Properties,
+    ) -> bool:
+        """`send_publish` for a PUBLISH given by its fields (no packet object unless the
+        client takes topic aliases). False when it exceeds the client's Maximum Packet
+        Size [MQTT-3.1.2-25]."""
+        if self._out_aliases.maximum:
+            packet = PublishPacket(topic, payload, qos, retain, dup, packet_id, properties)
+            return self.send_publish(packet)
+        if self._finished:
+            return False
+        data = encode_publish(
+            topic, payload, qos, retain, dup, packet_id, properties, self.protocol_level
+        )
+        limit = self.client_max_packet_size
+        if limit is not None and len(data) > limit:
+            return False
         self._out += data
         return True
 

@@ -51,21 +51,23 @@ class InboundWindow:
     as a duplicate [MQTT-4.3.3-10].
     """
 
-    __slots__ = ("_counted_qos2", "_pubrec_unsent", "_qos1_unacked", "awaiting_pubrel", "maximum")
+    __slots__ = ("_qos1_unacked", "_qos2", "awaiting_pubrel", "maximum")
 
     def __init__(self, maximum: int) -> None:
         self.maximum = maximum
         self.awaiting_pubrel: set[int] = set()
         self._qos1_unacked = 0
-        self._counted_qos2: set[int] = set()
-        self._pubrec_unsent: set[int] = set()
+        self._qos2: dict[int, bool] | None = None
+        """QoS 2 ids counted against Receive Maximum -> True while their PUBREC is unsent;
+        created by the first QoS 2 PUBLISH (most connections never send one)."""
 
     def __len__(self) -> int:
         """PUBLISHes that currently count against Receive Maximum."""
-        return self._qos1_unacked + len(self._counted_qos2)
+        qos2 = self._qos2
+        return self._qos1_unacked + (0 if qos2 is None else len(qos2))
 
     def _take_quota(self) -> None:
-        if self._qos1_unacked + len(self._counted_qos2) >= self.maximum:
+        if len(self) >= self.maximum:
             raise ProtocolError(
                 ReasonCode.RECEIVE_MAXIMUM_EXCEEDED,
                 f"more than {self.maximum} unacknowledged QoS>0 PUBLISHes [MQTT-3.3.4-7]",
@@ -83,11 +85,13 @@ class InboundWindow:
             self._qos1_unacked += 1
             return True
         if packet_id in self.awaiting_pubrel:
-            return None if packet_id in self._pubrec_unsent else False
+            qos2 = self._qos2
+            return None if qos2 is not None and qos2.get(packet_id) else False
         self._take_quota()
         self.awaiting_pubrel.add(packet_id)
-        self._counted_qos2.add(packet_id)
-        self._pubrec_unsent.add(packet_id)
+        if self._qos2 is None:
+            self._qos2 = {}
+        self._qos2[packet_id] = True
         return True
 
     def puback_sent(self) -> None:
@@ -96,16 +100,19 @@ class InboundWindow:
 
     def pubrec_sent(self, packet_id: int, reason_code: ReasonCode) -> None:
         """An error PUBREC ends the flow: the id may be reused at once [MQTT-4.3.3-9]."""
-        self._pubrec_unsent.discard(packet_id)
+        qos2 = self._qos2
         if reason_code >= 0x80:
             self.awaiting_pubrel.discard(packet_id)
-            self._counted_qos2.discard(packet_id)
+            if qos2 is not None:
+                qos2.pop(packet_id, None)
+        elif qos2 is not None and packet_id in qos2:
+            qos2[packet_id] = False
 
     def pubrel_received(self, packet_id: int) -> bool:
         """True when the id was awaiting PUBREL (PUBCOMP success), else PUBCOMP 0x92."""
         if packet_id not in self.awaiting_pubrel:
             return False
         self.awaiting_pubrel.discard(packet_id)
-        self._counted_qos2.discard(packet_id)
-        self._pubrec_unsent.discard(packet_id)
+        if self._qos2 is not None:
+            self._qos2.pop(packet_id, None)
         return True

@@ -17,7 +17,7 @@ from enum import Enum
 from mqttq.codec.enums import PacketType, ReasonCode
 from mqttq.errors import ProtocolError
 
-__all__ = ["TRANSITIONS", "ConnState", "next_state"]
+__all__ = ["STAYS_CONNECTED", "TRANSITIONS", "ConnState", "next_state"]
 
 
 class ConnState(Enum):
@@ -49,6 +49,14 @@ TRANSITIONS: dict[tuple[ConnState, PacketType], ConnState] = {
     (ConnState.CONNECTED, PacketType.DISCONNECT): ConnState.CLOSED,
 }
 """(state, type of a packet received from the client) -> the state after it."""
+
+STAYS_CONNECTED: frozenset[PacketType] = frozenset(
+    packet_type
+    for (state, packet_type), after in TRANSITIONS.items()
+    if state is ConnState.CONNECTED and after is ConnState.CONNECTED
+)
+"""Packet types that leave a CONNECTED connection CONNECTED: the per-packet fast path of
+`next_state`, read from the table above."""
 
 
 def next_state(state: ConnState, packet_type: PacketType) -> ConnState:

@@ -93,6 +93,10 @@ class SharedGroup:
         return client_id, self._members[client_id]
 
 
+_MATCH_CACHE_LIMIT = 16384
+"""Topics whose trie matches are kept between subscription changes (a full cache is
+emptied and refilled: cheaper per message than an LRU, and a change empties it anyway)."""
+
 _GROUP_KEY = "\x00"
 """Prefixes a ShareName to key its group in the trie. Client ids never contain U+0000
 [MQTT-1.5.4-2], so a group key cannot collide with a client id at the same filter."""
@@ -108,12 +112,15 @@ class Router:
     under the filter part.
     """
 
-    __slots__ = ("_clients", "_groups", "_trie")
+    __slots__ = ("_cache", "_clients", "_groups", "_trie")
 
     def __init__(self) -> None:
         self._clients: dict[str, dict[str, Subscription]] = {}
         self._trie: SubscriptionTrie[str, Subscription | SharedGroup] = SubscriptionTrie()
         self._groups: dict[tuple[str, str], SharedGroup] = {}
+        self._cache: dict[str, tuple[list[tuple[str, Subscription | SharedGroup]], bool]] = {}
+        """topic -> (trie matches, True when no client appears twice among them); emptied
+        by every subscription change, so it never outlives what it was computed from."""
 
     def subscribe(self, client_id: str, subscription: Subscription) -> bool:
         """Add or replace the client's subscription to `subscription.topic_filter`.
@@ -129,6 +136,7 @@ class Router:
             subscriptions = self._clients[client_id] = {}
         is_new = topic_filter not in subscriptions
         subscriptions[topic_filter] = subscription
+        self._cache.clear()
         if share_name is None:
             self._trie.add(topic_filter, client_id, subscription)
         else:
@@ -146,6 +154,7 @@ class Router:
             return False
         if not subscriptions:
             del self._clients[client_id]
+        self._cache.clear()
         share_name, inner = parse_shared(topic_filter)
         if share_name is None:
             self._trie.remove(topic_filter, client_id)
@@ -198,7 +207,11 @@ class Router:
         rejected before it gets here. A client matching both ways gets both deliveries;
         non-shared deliveries come first.
         """
-        matches = self._trie.match(message.topic)
+        topic = message.topic
+        cached = self._cache.get(topic)
+        if cached is None:
+            cached = self._match(topic)
+        matches, distinct = cached
         if len(matches) == 1:
             client_id, entry = matches[0]
             if isinstance(entry, SharedGroup):
@@ -218,7 +231,19 @@ class Router:
             ]
         if not matches:
             return []
+        if distinct:
+            return _one_each(matches, message, is_online)
         return _merge(matches, message, is_online)
+
+    def _match(self, topic: str) -> tuple[list[tuple[str, Subscription | SharedGroup]], bool]:
+        matches = self._trie.match(topic)
+        clients = [key for key, entry in matches if not isinstance(entry, SharedGroup)]
+        entry = (matches, len(set(clients)) == len(clients))
+        cache = self._cache
+        if len(cache) >= _MATCH_CACHE_LIMIT:
+            cache.clear()
+        cache[topic] = entry
+        return entry
 
 
 def _shared_delivery(
@@ -234,6 +259,38 @@ def _shared_delivery(
         () if sid is None else (sid,),
         True,
     )
+
+
+def _one_each(
+    matches: list[tuple[str, Subscription | SharedGroup]],
+    message: Message,
+    is_online: Callable[[str], bool],
+) -> list[Delivery]:
+    """`_merge` for matches in which no client appears twice: nothing to fold."""
+    qos = message.qos
+    retain = message.retain
+    publisher_id = message.publisher_id
+    deliveries: list[Delivery] = []
+    groups: list[SharedGroup] = []
+    for client_id, sub in matches:
+        if isinstance(sub, SharedGroup):
+            groups.append(sub)
+            continue
+        if sub.no_local and client_id == publisher_id:
+            continue
+        sid = sub.subscription_identifier
+        deliveries.append(
+            Delivery(
+                client_id,
+                qos if qos < sub.qos else sub.qos,
+                retain and sub.retain_as_published,
+                () if sid is None else (sid,),
+                False,
+            )
+        )
+    for group in groups:
+        deliveries.append(_shared_delivery(group, message, is_online))
+    return deliveries
 
 
 def _merge(

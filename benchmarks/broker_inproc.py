@@ -1,0 +1,161 @@
+"""Micro-benchmark of the broker's per-message Python work (a script, not a test).
+
+Drives a real Hub/Lifecycle/Client stack in one process through fake transports: no
+sockets, no syscalls, so what it measures is the interpreter's work per message (decode,
+state, routing, delivery, encode, acks), the part `mqttq bench` cannot separate from the
+kernel. Two loads:
+
+- `p2p`: 100 publisher/subscriber pairs, QoS 1, 62-byte payloads, 10 PUBLISHes per read;
+  the subscribers answer with PUBACKs. One message = PUBLISH in, PUBLISH out, two acks.
+- `fanout`: 1 publisher, 50 QoS 0 subscribers on the same topic.
+
+    python benchmarks/broker_inproc.py p2p --messages 40000     # CPU us per message
+    python benchmarks/broker_inproc.py fanout --messages 4000
+
+On a shared machine CPU time is noisy; the instruction count is not. With valgrind:
+
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
+        python benchmarks/broker_inproc.py p2p --messages 2000 --trials 1
+    # once with N and once with 2N messages: (Ir(2N) - Ir(N)) / N = instructions per message
+
+docs/benchmarks.md ("Hot path changes") quotes these numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import time
+from typing import Any, cast
+
+import uvloop
+
+from mqttq.broker.client import Client
+from mqttq.broker.hub import Hub
+from mqttq.broker.lifecycle import Lifecycle
+from mqttq.codec import encode_packet
+from mqttq.codec.enums import ProtocolLevel
+from mqttq.codec.packets import (
+    ConnectPacket,
+    PubackPacket,
+    PublishPacket,
+    SubscribePacket,
+    SubscriptionRequest,
+)
+from mqttq.codec.properties import Properties
+from mqttq.config import Settings
+from mqttq.storage.memory import MemoryStorage
+
+PAYLOAD = b"x" * 62
+BURST = 10
+"""PUBLISHes (and PUBACKs) per data_received call."""
+
+
+class FakeTransport:
+    """Takes what the broker writes and forgets it."""
+
+    def __init__(self) -> None:
+        self.written = 0
+
+    def write(self, data: bytes) -> None:
+        self.written += len(data)
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return default
+
+    def set_write_buffer_limits(self, high: int, low: int) -> None:
+        pass
+
+    def is_closing(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+async def _connect(life: Lifecycle, client_id: str, receive_maximum: int) -> Client:
+    client = Client(life)
+    client.connection_made(cast(asyncio.Transport, FakeTransport()))
+    props = Properties(receive_maximum=receive_maximum)
+    client.data_received(
+        encode_packet(ConnectPacket(client_id, ProtocolLevel.MQTT_5, True, 60, properties=props), 5)
+    )
+    for _ in range(100):
+        await asyncio.sleep(0)
+        if client.session is not None and client.session.ready:
+            return client
+    raise RuntimeError(f"{client_id} did not connect")
+
+
+async def run(mode: str, messages: int, trials: int) -> list[float]:
+    """CPU microseconds per inbound message, one figure per trial."""
+    storage = MemoryStorage()
+    await storage.open()
+    hub = Hub(Settings().mqtt, storage)
+    life = Lifecycle(hub, asyncio.get_running_loop())
+    p2p = mode == "p2p"
+    subscriber_count = 100 if p2p else 50
+    publisher_count = 100 if p2p else 1
+    subscribers = []
+    for index in range(subscriber_count):
+        client = await _connect(life, f"s{index}", 65535)
+        topic_filter = f"t/{index}" if p2p else "t/x"
+        request = SubscriptionRequest(topic_filter, 1 if p2p else 0)
+        client.data_received(encode_packet(SubscribePacket(1, [request]), 5))
+        subscribers.append(client)
+    publishers = [await _connect(life, f"p{index}", 65535) for index in range(publisher_count)]
+    await asyncio.sleep(0)
+    qos = 1 if p2p else 0
+    bursts = []
+    for index in range(publisher_count):
+        topic = f"t/{index}" if p2p else "t/x"
+        packets = [
+            encode_packet(PublishPacket(topic, PAYLOAD, qos, False, False, pid if qos else None), 5)
+            for pid in range(1, 101)
+        ]
+        bursts.append([b"".join(packets[k : k + BURST]) for k in range(0, 100, BURST)])
+    acks = [encode_packet(PubackPacket(pid), 5) for pid in range(1, 65536)]
+    next_id = [0] * subscriber_count
+    rounds = max(1, messages // (publisher_count * BURST))
+    results = []
+    for _ in range(trials):
+        start = time.process_time()
+        for round_index in range(rounds):
+            for index, publisher in enumerate(publishers):
+                publisher.data_received(bursts[index][round_index % len(bursts[index])])
+            await asyncio.sleep(0)  # the flushes run
+            if p2p:
+                for index, subscriber in enumerate(subscribers):
+                    base = next_id[index]
+                    subscriber.data_received(
+                        b"".join(acks[(base + k) % 65535] for k in range(BURST))
+                    )
+                    next_id[index] = base + BURST
+                await asyncio.sleep(0)
+        elapsed = time.process_time() - start
+        results.append(elapsed / (rounds * publisher_count * BURST) * 1e6)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=("p2p", "fanout"))
+    parser.add_argument("--messages", type=int, default=40_000, help="inbound messages per trial")
+    parser.add_argument("--trials", type=int, default=5)
+    args = parser.parse_args()
+    results = uvloop.run(run(args.mode, args.messages, args.trials))
+    print(
+        f"{args.mode}: {statistics.median(results):.2f} us CPU per inbound message "
+        f"(median of {len(results)}, min {min(results):.2f})"
+    )
+
+
+if __name__ == "__main__":
+    main()

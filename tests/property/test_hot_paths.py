@@ -1,0 +1,127 @@
+"""Hypothesis: the broker's hot-path shortcuts give exactly what the general paths give.
+
+- `encode_publish` / `encode_short_ack` write the bytes `encode_packet` writes for the
+  same packet;
+- the router's per-topic match cache never outlives a subscription change: after any
+  sequence of subscribe / unsubscribe / route calls, a router answers like a fresh one
+  that was given only the subscriptions still in force.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mqttq.codec import encode_packet
+from mqttq.codec.enums import PacketType, ReasonCode
+from mqttq.codec.packets import (
+    PubackPacket,
+    PubcompPacket,
+    PublishPacket,
+    PubrecPacket,
+    PubrelPacket,
+)
+from mqttq.codec.properties import Properties
+from mqttq.codec.reader import NO_PROPERTIES, REASON_CODES
+from mqttq.codec.writer import encode_publish, encode_short_ack
+from mqttq.model import Message, Subscription
+from mqttq.routing.router import Delivery, Router
+
+from .strategies import LEVELS, publish_packets
+
+_FAST = settings(max_examples=150, deadline=None)
+
+_ACKS: dict[
+    PacketType, type[PubackPacket] | type[PubrecPacket] | type[PubrelPacket] | type[PubcompPacket]
+] = {
+    PacketType.PUBACK: PubackPacket,
+    PacketType.PUBREC: PubrecPacket,
+    PacketType.PUBREL: PubrelPacket,
+    PacketType.PUBCOMP: PubcompPacket,
+}
+
+
+@_FAST
+@given(data=st.data(), level=st.sampled_from(LEVELS))
+def test_encode_publish_equals_encode_packet(data: st.DataObject, level: int) -> None:
+    packet = data.draw(publish_packets(level))
+    fields = (packet.topic, packet.payload, packet.qos, packet.retain, packet.dup)
+    encoded = encode_publish(*fields, packet.packet_id, packet.properties, level)
+    assert encoded == encode_packet(packet, level)
+
+
+@given(level=st.sampled_from(LEVELS), topic=st.text(min_size=1, max_size=8))
+def test_shared_empty_properties_encode_as_empty(level: int, topic: str) -> None:
+    topic = topic.replace("\x00", "")
+    packet = PublishPacket(topic or "t", b"x", 1, False, False, 7, Properties())
+    expected = encode_packet(packet, level)
+    assert encode_publish(topic or "t", b"x", 1, False, False, 7, NO_PROPERTIES, level) == expected
+
+
+@_FAST
+@given(
+    packet_type=st.sampled_from(sorted(_ACKS)),
+    packet_id=st.integers(1, 65535),
+    level=st.sampled_from(LEVELS),
+    data=st.data(),
+)
+def test_encode_short_ack_equals_encode_packet(
+    packet_type: PacketType, packet_id: int, level: int, data: st.DataObject
+) -> None:
+    reason = data.draw(st.sampled_from(sorted(REASON_CODES[packet_type])))
+    packet = _ACKS[packet_type](packet_id, ReasonCode(reason))
+    assert encode_short_ack(packet_type, packet_id, reason, level) == encode_packet(packet, level)
+
+
+_CLIENTS = ["c1", "c2", "c3"]
+_FILTERS = ["a/b", "a/+", "a/#", "#", "+/b", "$share/g/a/b", "$share/h/a/+", "b"]
+_TOPICS = ["a/b", "a/c", "b", "a"]
+
+_operations = st.lists(
+    st.tuples(
+        st.sampled_from(["sub", "sub", "unsub", "drop", "route"]),
+        st.sampled_from(_CLIENTS),
+        st.sampled_from(_FILTERS),
+        st.sampled_from(_TOPICS),
+        st.integers(0, 2),
+        st.one_of(st.none(), st.integers(1, 3)),
+    ),
+    max_size=25,
+)
+"""(what, client id, filter, topic, QoS, subscription id): each operation uses its part."""
+
+
+def _plain(deliveries: list[Delivery]) -> list[tuple[str, int, tuple[int, ...]]]:
+    return sorted(
+        (d.client_id, d.qos, d.subscription_identifiers) for d in deliveries if not d.shared
+    )
+
+
+@_FAST
+@given(_operations, st.sampled_from(_TOPICS), st.integers(0, 2))
+def test_cached_routes_follow_subscription_changes(
+    operations: list[tuple[str, str, str, str, int, int | None]], topic: str, qos: int
+) -> None:
+    router = Router()
+    kept: dict[tuple[str, str], Subscription] = {}
+    for what, client_id, topic_filter, routed, op_qos, sid in operations:
+        if what == "sub":
+            sub = Subscription(topic_filter, qos=op_qos, subscription_identifier=sid)
+            router.subscribe(client_id, sub)
+            kept[client_id, topic_filter] = sub
+        elif what == "unsub":
+            router.unsubscribe(client_id, topic_filter)
+            kept.pop((client_id, topic_filter), None)
+        elif what == "drop":
+            router.remove_client(client_id)
+            kept = {key: sub for key, sub in kept.items() if key[0] != client_id}
+        else:
+            router.route(Message(routed, b"", op_qos), lambda _c: True)
+    fresh = Router()
+    for (client_id, _topic_filter), sub in kept.items():
+        fresh.subscribe(client_id, sub)
+    message = Message(topic, b"", qos)
+    got = router.route(message, lambda _c: True)
+    want = fresh.route(message, lambda _c: True)
+    assert _plain(got) == _plain(want)
+    assert sum(d.shared for d in got) == sum(d.shared for d in want)
