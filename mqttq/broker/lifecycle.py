@@ -247,6 +247,8 @@ class Lifecycle:
         hub = self.hub
         will = None if client.normal_disconnect else session.will
         session.will = None
+        # A re-sent QoS 2 PUBLISH on the next connection is still a duplicate.
+        session.awaiting_pubrel = client.conn.inbound.awaiting_pubrel
         session.detach()
         if session.ended:
             return

@@ -72,8 +72,10 @@ class Session:
         """Created with the first message that has to wait (an idle session has none)."""
         self.inflight: dict[int, QueuedMessage] = {}
         self._ids = PacketIdAllocator(self.inflight)
-        self.awaiting_pubrel: set[int] = set()
-        """Inbound QoS 2 ids awaiting PUBREL, shared with each connection [MQTT-4.3.3-10]."""
+        self.awaiting_pubrel: set[int] | None = None
+        """Inbound QoS 2 ids awaiting PUBREL [MQTT-4.3.3-10]: handed to each connection of
+        the session, which creates it on the first QoS 2 PUBLISH, and taken back when the
+        connection ends (`Lifecycle._release`)."""
         self.resend_ids: set[int] | None = None
         """Packet ids sent on an earlier connection: re-sent with DUP=1 [MQTT-3.3.1-1]."""
         self.restored = False

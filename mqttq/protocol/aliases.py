@@ -22,7 +22,8 @@ class InboundAliases:
 
     def __init__(self, maximum: int) -> None:
         self.maximum = maximum
-        self._topics: dict[int, str] = {}
+        self._topics: dict[int, str] | None = None
+        """alias -> topic, created by the first PUBLISH that sets an alias."""
 
     def resolve(self, topic: str, alias: int | None) -> str:
         """The topic name a PUBLISH stands for, recording a new mapping when it sets one.
@@ -42,10 +43,13 @@ class InboundAliases:
                 ReasonCode.TOPIC_ALIAS_INVALID,
                 f"topic alias {alias} outside 1..{self.maximum} [MQTT-3.3.2-8/9]",
             )
+        topics = self._topics
         if topic:
-            self._topics[alias] = topic
+            if topics is None:
+                topics = self._topics = {}
+            topics[alias] = topic
             return topic
-        known = self._topics.get(alias)
+        known = None if topics is None else topics.get(alias)
         if known is None:
             raise ProtocolError(ReasonCode.PROTOCOL_ERROR, f"unknown topic alias {alias}")
         return known

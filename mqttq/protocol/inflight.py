@@ -46,16 +46,17 @@ class InboundWindow:
     Counts against the broker's Receive Maximum: a QoS 1 PUBLISH until its PUBACK is sent,
     a QoS 2 PUBLISH until its PUBCOMP (or an error PUBREC) is sent [MQTT-3.3.4-7]; one more
     is RECEIVE_MAXIMUM_EXCEEDED (0x93). `awaiting_pubrel` (QoS 2 ids whose PUBREC went out
-    and whose PUBREL has not arrived) is session state: the broker shares one set between
-    the connections of a session so that a PUBLISH re-sent after reconnect is recognised
-    as a duplicate [MQTT-4.3.3-10].
+    and whose PUBREL has not arrived) is session state: the broker hands the same set from
+    one connection of a session to the next, so that a PUBLISH re-sent after reconnect is
+    recognised as a duplicate [MQTT-4.3.3-10].
     """
 
     __slots__ = ("_qos1_unacked", "_qos2", "awaiting_pubrel", "maximum")
 
     def __init__(self, maximum: int) -> None:
         self.maximum = maximum
-        self.awaiting_pubrel: set[int] = set()
+        self.awaiting_pubrel: set[int] | None = None
+        """Created by the first QoS 2 PUBLISH (most connections never send one)."""
         self._qos1_unacked = 0
         self._qos2: dict[int, bool] | None = None
         """QoS 2 ids counted against Receive Maximum -> True while their PUBREC is unsent;
@@ -84,11 +85,14 @@ class InboundWindow:
             self._take_quota()
             self._qos1_unacked += 1
             return True
-        if packet_id in self.awaiting_pubrel:
+        awaiting = self.awaiting_pubrel
+        if awaiting is not None and packet_id in awaiting:
             qos2 = self._qos2
             return None if qos2 is not None and qos2.get(packet_id) else False
         self._take_quota()
-        self.awaiting_pubrel.add(packet_id)
+        if awaiting is None:
+            awaiting = self.awaiting_pubrel = set()
+        awaiting.add(packet_id)
         if self._qos2 is None:
             self._qos2 = {}
         self._qos2[packet_id] = True
@@ -102,7 +106,8 @@ class InboundWindow:
         """An error PUBREC ends the flow: the id may be reused at once [MQTT-4.3.3-9]."""
         qos2 = self._qos2
         if reason_code >= 0x80:
-            self.awaiting_pubrel.discard(packet_id)
+            if self.awaiting_pubrel is not None:
+                self.awaiting_pubrel.discard(packet_id)
             if qos2 is not None:
                 qos2.pop(packet_id, None)
         elif qos2 is not None and packet_id in qos2:
@@ -110,9 +115,10 @@ class InboundWindow:
 
     def pubrel_received(self, packet_id: int) -> bool:
         """True when the id was awaiting PUBREL (PUBCOMP success), else PUBCOMP 0x92."""
-        if packet_id not in self.awaiting_pubrel:
+        awaiting = self.awaiting_pubrel
+        if awaiting is None or packet_id not in awaiting:
             return False
-        self.awaiting_pubrel.discard(packet_id)
+        awaiting.discard(packet_id)
         if self._qos2 is not None:
             self._qos2.pop(packet_id, None)
         return True
