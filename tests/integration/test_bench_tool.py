@@ -1,4 +1,5 @@
-"""`mqttq bench` against a real reference broker (Debian's mosquitto on a free loopback port).
+"""`mqttq bench` against real brokers: `mqttq serve` and Debian's mosquitto (reference),
+each on a free loopback port.
 
 These tests check the tool's accounting, never its speed: every expected message arrives
 once and in order, QoS handshakes complete, the persistent backlog drains, and the CLI's
@@ -11,6 +12,7 @@ import json
 import os
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -86,6 +88,40 @@ def mosquitto_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
         log.close()
 
 
+@pytest.fixture(scope="module")
+def mqttq_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
+    """`mqttq serve` on port 0 (embedded SQLite) for this module; the port from its ready
+    file."""
+    workdir = tmp_path_factory.mktemp("mqttq")
+    ready = workdir / "ready.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MQTTQ_")}
+    command = [sys.executable, "-m", "mqttq", "serve", "--port", "0"]
+    command += ["--data-dir", str(workdir / "data"), "--ready-file", str(ready)]
+    log = (workdir / "mqttq.log").open("ab")
+    process = subprocess.Popen(command, stdout=log, stderr=log, env=env)
+    deadline = time.monotonic() + 30
+    while not ready.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not ready.exists():
+        process.kill()
+        process.wait()
+        log.close()
+        pytest.fail(f"mqttq did not start: {(workdir / 'mqttq.log').read_text()}")
+    try:
+        yield int(json.loads(ready.read_text())["mqtt_port"])
+    finally:
+        process.terminate()
+        assert process.wait(timeout=15) == 0
+        log.close()
+
+
+@pytest.fixture(params=["mqttq", "mosquitto"])
+def broker_port(request: pytest.FixtureRequest) -> int:
+    """The port of each real broker in turn: the tool must account exactly on both."""
+    port: int = request.getfixturevalue(f"{request.param}_port")
+    return port
+
+
 def _options(port: int, **kwargs: Any) -> BenchOptions:
     values: dict[str, Any] = {
         "host": HOST,
@@ -121,39 +157,39 @@ def _assert_complete(result: dict[str, Any], *, qos: int) -> None:
 
 @pytest.mark.parametrize("protocol", [4, 5])
 @pytest.mark.parametrize("qos", [0, 1, 2])
-def test_p2p_accounts_every_message(mosquitto_port: int, qos: int, protocol: int) -> None:
-    options = _options(mosquitto_port, qos=qos, protocol=protocol)
+def test_p2p_accounts_every_message(broker_port: int, qos: int, protocol: int) -> None:
+    options = _options(broker_port, qos=qos, protocol=protocol)
     result = run_plan(sc.p2p(options.topic_prefix, 3), options)
     assert result["messages"]["published"] == 3 * 50
     assert result["messages"]["expected"] == 3 * 50
     _assert_complete(result, qos=qos)
 
 
-def test_fan_in_each_subscriber_gets_every_publisher(mosquitto_port: int) -> None:
-    options = _options(mosquitto_port, qos=1, count=30)
+def test_fan_in_each_subscriber_gets_every_publisher(broker_port: int) -> None:
+    options = _options(broker_port, qos=1, count=30)
     result = run_plan(sc.fan_in(options.topic_prefix, 4, 2), options)
     assert result["messages"]["expected"] == 4 * 30 * 2
     _assert_complete(result, qos=1)
 
 
-def test_fan_out_at_qos2_over_311(mosquitto_port: int) -> None:
-    options = _options(mosquitto_port, qos=2, protocol=4, count=30)
+def test_fan_out_at_qos2_over_311(broker_port: int) -> None:
+    options = _options(broker_port, qos=2, protocol=4, count=30)
     result = run_plan(sc.fan_out(options.topic_prefix, 1, 4), options)
     assert result["messages"]["expected"] == 30 * 4
     _assert_complete(result, qos=2)
 
 
 @pytest.mark.parametrize("protocol", [4, 5])
-def test_shared_group_receives_each_message_once(mosquitto_port: int, protocol: int) -> None:
-    options = _options(mosquitto_port, qos=1, protocol=protocol, count=40)
+def test_shared_group_receives_each_message_once(broker_port: int, protocol: int) -> None:
+    options = _options(broker_port, qos=1, protocol=protocol, count=40)
     result = run_plan(sc.shared(options.topic_prefix, 2, 3), options)
     assert result["messages"]["expected"] == 2 * 40
     _assert_complete(result, qos=1)
 
 
 @pytest.mark.parametrize("protocol", [4, 5])
-def test_persistent_backlog_drains(mosquitto_port: int, protocol: int) -> None:
-    options = _options(mosquitto_port, qos=1, protocol=protocol, count=20)
+def test_persistent_backlog_drains(broker_port: int, protocol: int) -> None:
+    options = _options(broker_port, qos=1, protocol=protocol, count=20)
     result = run_plan(sc.persistent(options.topic_prefix, 1, 3), options)
     _assert_complete(result, qos=1)
     persistent = result["persistent"]
@@ -163,8 +199,8 @@ def test_persistent_backlog_drains(mosquitto_port: int, protocol: int) -> None:
     assert persistent["drain_s"] is not None and persistent["drain_s"] >= 0
 
 
-def test_rate_limited_publishers_with_warmup(mosquitto_port: int) -> None:
-    options = _options(mosquitto_port, qos=1, count=10, rate=200.0, warmup=0.05)
+def test_rate_limited_publishers_with_warmup(broker_port: int) -> None:
+    options = _options(broker_port, qos=1, count=10, rate=200.0, warmup=0.05)
     result = run_plan(sc.p2p(options.topic_prefix, 2), options)
     m = result["messages"]
     # Warm-up messages are accounted (expected, received) but not measured.
@@ -179,17 +215,17 @@ def _assert_complete_except_measured(m: dict[str, int]) -> None:
     assert (m["lost"], m["duplicates"], m["out_of_order"]) == (0, 0, 0)
 
 
-def test_two_worker_processes_merge_their_results(mosquitto_port: int) -> None:
-    options = _options(mosquitto_port, qos=1, count=40, workers=2)
+def test_two_worker_processes_merge_their_results(broker_port: int) -> None:
+    options = _options(broker_port, qos=1, count=40, workers=2)
     result = run_plan(sc.p2p(options.topic_prefix, 4), options)
     assert result["workers"] == 2
     assert [row["worker"] for row in result["tool"]["workers"]] == [0, 1]
     _assert_complete(result, qos=1)
 
 
-def test_cli_json_output_parses(mosquitto_port: int, tmp_path: Path) -> None:
+def test_cli_json_output_parses(broker_port: int, tmp_path: Path) -> None:
     output = tmp_path / "result.json"
-    args = ["p2p", "--port", str(mosquitto_port), "--pairs", "2", "--count", "20"]
+    args = ["p2p", "--port", str(broker_port), "--pairs", "2", "--count", "20"]
     args += ["--qos", "1", "--protocol", "311", "--payload", "62", "--json"]
     args += ["--output", str(output)]
     outcome = CliRunner().invoke(bench_app, args)
@@ -202,8 +238,8 @@ def test_cli_json_output_parses(mosquitto_port: int, tmp_path: Path) -> None:
     _assert_complete(result, qos=1)
 
 
-def test_cli_persistent_json(mosquitto_port: int) -> None:
-    args = ["persistent", "--port", str(mosquitto_port), "--subscribers", "3"]
+def test_cli_persistent_json(broker_port: int) -> None:
+    args = ["persistent", "--port", str(broker_port), "--subscribers", "3"]
     args += ["--messages", "20", "--json"]
     outcome = CliRunner().invoke(bench_app, args)
     assert outcome.exit_code == 0, outcome.output
@@ -226,8 +262,8 @@ def test_connection_refused_raises_bench_error() -> None:
         run_plan(sc.p2p(options.topic_prefix, 1), options)
 
 
-def test_payload_smaller_than_header_is_refused(mosquitto_port: int) -> None:
-    args = ["p2p", "--port", str(mosquitto_port), "--payload", "10", "--count", "1"]
+def test_payload_smaller_than_header_is_refused(broker_port: int) -> None:
+    args = ["p2p", "--port", str(broker_port), "--payload", "10", "--count", "1"]
     outcome = CliRunner().invoke(bench_app, args)
     assert outcome.exit_code == 1
     assert "--payload must be at least 19 bytes" in outcome.stderr
