@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 from typing import TYPE_CHECKING, cast
 
 from mqttq.broker.dispatch import HANDLERS
@@ -58,7 +57,6 @@ class Client(asyncio.Protocol):
         "conn",
         "life",
         "normal_disconnect",
-        "peer",
         "session",
         "steps",
         "transport",
@@ -72,7 +70,6 @@ class Client(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.session: Session | None = None
         self.client_id = ""
-        self.peer = "?"
         self.steps = OrderedSteps(self._steps_advanced)
         self.writable = True
         self.closed = False
@@ -87,19 +84,20 @@ class Client(asyncio.Protocol):
     def __repr__(self) -> str:
         return f"<Client {self.client_id!r} {self.peer}>"
 
+    @property
+    def peer(self) -> str:
+        """The client's address as "host:port", for log lines ("?" once unknown); asked of
+        the transport only when a line needs it, so an idle connection keeps no copy."""
+        transport = self.transport
+        peer = None if transport is None else transport.get_extra_info("peername")
+        return f"{peer[0]}:{peer[1]}" if peer else "?"
+
     # ------------------------------------------------------------------ asyncio.Protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports implement asyncio.Transport without subclassing it.
         transport = cast(asyncio.Transport, transport)
         self.transport = transport
-        peer = transport.get_extra_info("peername")
-        if peer:
-            self.peer = f"{peer[0]}:{peer[1]}"
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            # Half-open connections: the OS probes, keep alive x 1.5 is the MQTT bound.
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         transport.set_write_buffer_limits(WRITE_HIGH_WATER, WRITE_LOW_WATER)
         self.life.client_opened(self)
         self._arm_timer()

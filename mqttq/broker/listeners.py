@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import socket
 from collections.abc import Callable
 
 __all__ = ["bound_port", "start_tcp_listener"]
@@ -22,9 +23,15 @@ async def start_tcp_listener(
     asyncio's accept loop already survives EMFILE/ENFILE (it logs and retries after a
     pause), so a burst past the file-descriptor limit does not stop the listener.
     """
-    return await loop.create_server(
-        protocol_factory, host, port, backlog=BACKLOG, reuse_address=True, start_serving=True
+    server = await loop.create_server(
+        protocol_factory, host, port, backlog=BACKLOG, reuse_address=True, start_serving=False
     )
+    for sock in server.sockets:
+        # Half-open connections: the OS probes, keep alive x 1.5 is the MQTT bound. Accepted
+        # sockets inherit the option, so no connection needs its own socket object for it.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    await server.start_serving()
+    return server
 
 
 def bound_port(server: asyncio.Server) -> int:
