@@ -103,21 +103,7 @@ def p2p(prefix: str, pairs: int, run_id: str | None = None) -> Plan:
 
 def fan_in(prefix: str, publishers: int, subscribers: int, run_id: str | None = None) -> Plan:
     """P publishers on their own topics; S subscribers each receive all on a wildcard."""
-    _require("publishers", publishers)
-    _require("subscribers", subscribers)
-    run = run_id or new_run_id()
-    base = f"{prefix}/{run}/fan-in"
-    return Plan(
-        scenario="fan-in",
-        run_id=run,
-        publishers=tuple(
-            PublisherSpec(i, _ids(run, "p", i), f"{base}/{i}") for i in range(publishers)
-        ),
-        subscribers=tuple(
-            SubscriberSpec(i, _ids(run, "s", i), f"{base}/+", None) for i in range(subscribers)
-        ),
-        receipts_per_message=subscribers,
-    )
+    return _wildcard_plan("fan-in", prefix, publishers, subscribers, run_id, persistent=False)
 
 
 def fan_out(prefix: str, publishers: int, subscribers: int, run_id: str | None = None) -> Plan:
@@ -140,12 +126,25 @@ def fan_out(prefix: str, publishers: int, subscribers: int, run_id: str | None =
 def persistent(prefix: str, publishers: int, subscribers: int, run_id: str | None = None) -> Plan:
     """S persistent-session subscribers go offline, P publishers fill their queues, the
     subscribers come back and drain the backlog [MQTT-3.1.2-5]."""
+    return _wildcard_plan("persistent", prefix, publishers, subscribers, run_id, persistent=True)
+
+
+def _wildcard_plan(
+    scenario: str,
+    prefix: str,
+    publishers: int,
+    subscribers: int,
+    run_id: str | None,
+    *,
+    persistent: bool,
+) -> Plan:
+    """Publisher i on `<base>/i`; every subscriber on `<base>/+` receives them all."""
     _require("publishers", publishers)
     _require("subscribers", subscribers)
     run = run_id or new_run_id()
-    base = f"{prefix}/{run}/persistent"
+    base = f"{prefix}/{run}/{scenario}"
     return Plan(
-        scenario="persistent",
+        scenario=scenario,
         run_id=run,
         publishers=tuple(
             PublisherSpec(i, _ids(run, "p", i), f"{base}/{i}") for i in range(publishers)
@@ -154,7 +153,7 @@ def persistent(prefix: str, publishers: int, subscribers: int, run_id: str | Non
             SubscriberSpec(i, _ids(run, "s", i), f"{base}/+", None) for i in range(subscribers)
         ),
         receipts_per_message=subscribers,
-        persistent=True,
+        persistent=persistent,
     )
 
 
