@@ -243,6 +243,7 @@ def start_mqttq(
         (workdir / "mqttq.toml").write_text(config_toml)
         argv += ["--config", str(workdir / "mqttq.toml")]
     env = {k: v for k, v in os.environ.items() if not k.startswith("MQTTQ_")}
+    env["MQTTQ_ADMIN__PORT"] = "0"  # several brokers may run at once
     env.update(settings_env or {})
     broker = BrokerProcess(name, _spawn(pinned(core, argv), workdir, env), workdir)
     _REGISTRY.append(broker)

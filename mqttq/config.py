@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Final, get_type_hints
 
 from mqttq.errors import ConfigError
+from mqttq.limits.quota import Quota
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +101,52 @@ class LogSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class AuthSettings:
+    """`[auth]`: who may connect, and where credentials and tenants are stored."""
+
+    anonymous: str = "loopback"
+    """always | loopback (only connections to a loopback address) | never."""
+    store: str = "sqlite"
+    """sqlite (auth.db in the data dir) | postgres ([postgres] url)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PostgresSettings:
+    """`[postgres]`: the PostgreSQL of the distributed setup (credentials, tenants)."""
+
+    url: str = ""
+    """postgresql://user:password@host:port/dbname (libpq URL)."""
+
+
+@dataclass(frozen=True, slots=True)
+class AdminSettings:
+    """`[admin]`: the admin HTTP API (health, /metrics, sessions, tenants, credentials)."""
+
+    enabled: bool = True
+    host: str = "127.0.0.1"
+    port: int = 18083
+    token: str = ""
+    """Bearer token; empty: generated once into <data_dir>/admin-token (mode 0600)."""
+    max_request_rate: float = 50.0
+    """Requests per second per route (URI pattern); excess waits, then gets 429."""
+
+
+@dataclass(frozen=True, slots=True)
+class MqttLimitSettings:
+    """`[mqtt_limit]`: how rate limits behave; `[mqtt_limit.cluster]` holds the node layer
+    and `[mqtt_limit.tenant]` the quota of tenants without one of their own."""
+
+    rate_wait_ms: float = 1000.0
+    """Longest a PUBLISH or CONNECT waits for a token before it is refused."""
+    burst_seconds: float = 1.0
+    """Bucket size, in seconds of rate: a limit of r/s admits bursts of r x this."""
+    max_tcp_connection_rate: float = 10_000.0
+    """New TCP connections per second, checked before any MQTT parsing."""
+    cluster: Quota = field(default_factory=Quota)
+    tenant: Quota = field(default_factory=Quota)
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Every setting of one broker process; built by `load_settings`, never mutated."""
 
@@ -108,6 +155,10 @@ class Settings:
     storage: StorageSettings = field(default_factory=StorageSettings)
     redis: RedisSettings = field(default_factory=RedisSettings)
     log: LogSettings = field(default_factory=LogSettings)
+    auth: AuthSettings = field(default_factory=AuthSettings)
+    postgres: PostgresSettings = field(default_factory=PostgresSettings)
+    admin: AdminSettings = field(default_factory=AdminSettings)
+    mqtt_limit: MqttLimitSettings = field(default_factory=MqttLimitSettings)
 
 
 # --- loading and validation -------------------------------------------------------------
@@ -118,6 +169,8 @@ LOG_FORMATS: Final = ("json", "text")
 STORAGE_BACKENDS: Final = ("sqlite", "memory")
 DEVICE_STORES: Final = ("sqlite", "redis")
 QUEUE_FULL_POLICIES: Final = ("drop_oldest", "reject_new")
+ANONYMOUS_MODES: Final = ("always", "loopback", "never")
+AUTH_STORES: Final = ("sqlite", "postgres")
 MAX_PACKET_SIZE_LIMIT: Final = 268_435_460
 """Largest possible MQTT packet: 268,435,455 bytes of remaining length + 5 header bytes."""
 
@@ -127,9 +180,21 @@ _SECTIONS: Final[dict[str, type]] = {
     "storage": StorageSettings,
     "redis": RedisSettings,
     "log": LogSettings,
+    "auth": AuthSettings,
+    "postgres": PostgresSettings,
+    "admin": AdminSettings,
+    "mqtt_limit": MqttLimitSettings,
+    "mqtt_limit.cluster": Quota,
+    "mqtt_limit.tenant": Quota,
 }
+_SUBSECTIONS: Final = {"mqtt_limit": ("cluster", "tenant")}
+"""Sections holding tables of their own (`[mqtt_limit.cluster]`)."""
 _TYPES: Final[dict[str, dict[str, type]]] = {
-    name: {f.name: get_type_hints(cls)[f.name] for f in fields(cls)}
+    name: {
+        f.name: get_type_hints(cls)[f.name]
+        for f in fields(cls)
+        if f.name not in _SUBSECTIONS.get(name, ())
+    }
     for name, cls in _SECTIONS.items()
 }
 _ALL_KEYS: Final = tuple(f"{s}.{k}" for s, keys in _TYPES.items() for k in keys)
@@ -156,16 +221,19 @@ class ConfigFileError(ConfigError):
 def env_var_name(key: str) -> str:
     """The environment variable for a dotted key: `mqtt.max_keep_alive` ->
     `MQTTQ_MQTT__MAX_KEEP_ALIVE`."""
-    section, _, name = key.partition(".")
-    return f"{ENV_PREFIX}{section.upper()}__{name.upper()}"
+    section, _, name = key.rpartition(".")
+    return f"{ENV_PREFIX}{section.upper().replace('.', '_')}__{name.upper()}"
 
 
 def iter_keys() -> Iterator[tuple[str, type, object]]:
     """Every dotted key with its type and default, in section order (for docs and tests)."""
     defaults = Settings()
     for key in _ALL_KEYS:
-        section, _, name = key.partition(".")
-        yield key, _TYPES[section][name], getattr(getattr(defaults, section), name)
+        section, _, name = key.rpartition(".")
+        owner: object = defaults
+        for part in section.split("."):
+            owner = getattr(owner, part)
+        yield key, _TYPES[section][name], getattr(owner, name)
 
 
 def load_settings(
@@ -206,7 +274,7 @@ def parse_settings(
     for name in sorted(env):
         if name.startswith(ENV_PREFIX) and "__" in name:
             section, _, key = name[len(ENV_PREFIX) :].partition("__")
-            dotted = f"{section.lower()}.{key.lower()}"
+            dotted = f"{_ENV_SECTIONS.get(section.lower(), section.lower())}.{key.lower()}"
             _store(values, dotted, env[name], f"from environment variable {name}", text=True)
     for dotted, value in overrides.items():
         if value is not None:
@@ -217,6 +285,14 @@ def parse_settings(
         storage=StorageSettings(**values["storage"]),
         redis=RedisSettings(**values["redis"]),
         log=LogSettings(**values["log"]),
+        auth=AuthSettings(**values["auth"]),
+        postgres=PostgresSettings(**values["postgres"]),
+        admin=AdminSettings(**values["admin"]),
+        mqtt_limit=MqttLimitSettings(
+            **values["mqtt_limit"],
+            cluster=Quota(**values["mqtt_limit.cluster"]),
+            tenant=Quota(**values["mqtt_limit.tenant"]),
+        ),
     )
 
 
@@ -254,14 +330,22 @@ def _apply_toml(document: dict[str, Any], values: dict[str, dict[str, Any]], sou
             )
         if not isinstance(table, dict):
             raise ConfigError(section, f"must be a table [{section}], got {_describe(table)}")
+        subsections = _SUBSECTIONS.get(section, ())
         for key, raw in table.items():
-            _store(values, f"{section}.{key}", raw, origin, text=False)
+            if key in subsections:
+                inner = f"{section}.{key}"
+                if not isinstance(raw, dict):
+                    raise ConfigError(inner, f"must be a table [{inner}], got {_describe(raw)}")
+                for name, value in raw.items():
+                    _store(values, f"{inner}.{name}", value, origin, text=False)
+            else:
+                _store(values, f"{section}.{key}", raw, origin, text=False)
 
 
 def _store(
     values: dict[str, dict[str, Any]], dotted: str, raw: object, origin: str, *, text: bool
 ) -> None:
-    section, _, name = dotted.partition(".")
+    section, _, name = dotted.rpartition(".")
     kind = _TYPES.get(section, {}).get(name)
     if kind is None:
         spell = env_var_name if origin.startswith("from environment") else None
@@ -363,8 +447,8 @@ def _suggest(
     if by_name:
         section, name = "", dotted
     else:
-        section, _, name = dotted.partition(".")
-    close = [key for key in _ALL_KEYS if key.partition(".")[2] == name]
+        section, _, name = dotted.rpartition(".")
+    close = [key for key in _ALL_KEYS if key.rpartition(".")[2] == name]
     if not close:
         close = difflib.get_close_matches(dotted, _ALL_KEYS, n=1, cutoff=0.6)
     if not close and section in _TYPES:
@@ -416,9 +500,21 @@ def _redis_url(value: Any) -> str | None:
     return f"must start with redis://, rediss:// or unix://, got {value!r}"
 
 
+_ENV_SECTIONS: Final = {name.replace(".", "_"): name for name in _SECTIONS}
+"""Environment spelling of a section (`MQTTQ_MQTT_LIMIT_CLUSTER__...`) -> its name."""
+
+
+def _postgres_url(value: Any) -> str | None:
+    if not value or str(value).startswith(("postgresql://", "postgres://")):
+        return None
+    return f"must start with postgresql:// or postgres://, got {value!r}"
+
+
 _NORMALIZE: Final[dict[str, Callable[[Any], Any]]] = {
     "log.level": str.lower,
     "log.format": str.lower,
+    "auth.anonymous": str.lower,
+    "auth.store": str.lower,
 }
 _CHECKS: Final[dict[str, Callable[[Any], str | None]]] = {
     "listener.host": _not_empty,
@@ -444,4 +540,18 @@ _CHECKS: Final[dict[str, Callable[[Any], str | None]]] = {
     "redis.flush_interval_ms": _not_negative,
     "log.level": _one_of(*LOG_LEVELS),
     "log.format": _one_of(*LOG_FORMATS),
+    "auth.anonymous": _one_of(*ANONYMOUS_MODES),
+    "auth.store": _one_of(*AUTH_STORES),
+    "postgres.url": _postgres_url,
+    "admin.host": _not_empty,
+    "admin.port": _in_range(0, 65535),
+    "admin.max_request_rate": _positive,
+    "mqtt_limit.rate_wait_ms": _not_negative,
+    "mqtt_limit.burst_seconds": _positive,
+    "mqtt_limit.max_tcp_connection_rate": _not_negative,
+    **{
+        f"mqtt_limit.{layer}.{name}": _not_negative
+        for layer in _SUBSECTIONS["mqtt_limit"]
+        for name in _TYPES[f"mqtt_limit.{layer}"]
+    },
 }

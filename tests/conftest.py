@@ -33,6 +33,10 @@ from tests.integration.waiting import (
     wait_for,
 )
 
+# Every `mqttq serve` the tests start (and the processes they start) serves its admin API
+# on a free port, never on the fixed default 18083: brokers run side by side in a test.
+os.environ.setdefault("MQTTQ_ADMIN__PORT", "0")
+
 MOSQUITTO = "/usr/sbin/mosquitto"
 START_DEADLINE = 30.0
 """Python start-up on a loaded 2-core machine can be slow; this bounds a hang, not speed."""
@@ -105,8 +109,11 @@ def _mosquitto_conf(port: int, data_dir: Path, config: str | None) -> str:
 
 
 def _broker_env() -> dict[str, str]:
-    # MQTTQ_* variables configure mqttq; the broker must see only the test's configuration.
-    return {key: value for key, value in os.environ.items() if not key.startswith("MQTTQ_")}
+    # MQTTQ_* variables configure mqttq; the broker must see only the test's configuration
+    # (and its admin API on a free port).
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MQTTQ_")}
+    env["MQTTQ_ADMIN__PORT"] = "0"
+    return env
 
 
 def _free_port() -> int:

@@ -9,7 +9,9 @@ iteration (or at once past 64 KiB). Write pressure pauses deliveries to this cli
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from mqttq.broker.dispatch import HANDLERS
@@ -27,8 +29,10 @@ from mqttq.protocol.connection import MqttConnection
 from mqttq.protocol.state import ConnState
 
 if TYPE_CHECKING:
+    from mqttq.auth.authenticator import Identity
     from mqttq.broker.lifecycle import Lifecycle
     from mqttq.broker.session import Session
+    from mqttq.broker.tenants import TenantSpace
 
 __all__ = ["Client"]
 
@@ -48,6 +52,7 @@ class Client(asyncio.Protocol):
 
     __slots__ = (
         "_blocked",
+        "_deferred",
         "_flush_pending",
         "_loop",
         "_reading_paused",
@@ -55,9 +60,12 @@ class Client(asyncio.Protocol):
         "client_id",
         "closed",
         "conn",
+        "counted",
+        "identity",
         "life",
         "normal_disconnect",
         "session",
+        "space",
         "steps",
         "transport",
         "writable",
@@ -75,7 +83,14 @@ class Client(asyncio.Protocol):
         self.closed = False
         self.normal_disconnect = False
         """DISCONNECT 0x00 received: the will is discarded [MQTT-3.14.4-3]."""
+        self.identity: Identity | None = None
+        """Who the client is (tenant, ACLs), once CONNECT was authenticated."""
+        self.space: TenantSpace | None = None
+        """The tenant namespace the client publishes into, set with `identity`."""
+        self.counted = False
+        """The connection holds a slot in the connection count limits."""
         self._blocked = False
+        self._deferred = False
         self._flush_pending = False
         self._reading_paused = False
         self._timer_slot: int | None = None
@@ -98,9 +113,32 @@ class Client(asyncio.Protocol):
         # uvloop's transports implement asyncio.Transport without subclassing it.
         transport = cast(asyncio.Transport, transport)
         self.transport = transport
+        wait = self.life.client_opened(self)
+        if wait is None:  # over the new-connection rate: dropped before any parsing
+            self.closed = True
+            transport.abort()
+            return
         transport.set_write_buffer_limits(WRITE_HIGH_WATER, WRITE_LOW_WATER)
-        self.life.client_opened(self)
+        if wait > 0:
+            transport.pause_reading()
+            self._loop.call_later(wait, self._resume_after_wait)
         self._arm_timer()
+
+    def _resume_after_wait(self) -> None:
+        if not self.closed and not self._reading_paused and self.transport is not None:
+            self.transport.resume_reading()
+
+    def local_is_loopback(self) -> bool:
+        """True when the client reached the broker on a loopback address (127.0.0.0/8,
+        ::1): the listener `auth.anonymous = "loopback"` lets in without credentials."""
+        transport = self.transport
+        sockname = None if transport is None else transport.get_extra_info("sockname")
+        if not sockname or not isinstance(sockname, tuple):
+            return False
+        try:
+            return ipaddress.ip_address(sockname[0]).is_loopback
+        except ValueError:
+            return False
 
     def data_received(self, data: bytes) -> None:
         self.conn.receive_data(data, self._loop.time())
@@ -197,6 +235,8 @@ class Client(asyncio.Protocol):
     def fail(self, error: ProtocolError) -> None:
         """Answer a client fault with what the spec names and close; one log line."""
         self.life.hub.stats.protocol_errors += 1
+        if error.reason_code == ReasonCode.RECEIVE_MAXIMUM_EXCEEDED and self.space is not None:
+            self.life.hub.limits.count_refusal(self.space.name, "receive_maximum")
         logger.info(
             "client %r (%s): %s (0x%02X), closing",
             self.client_id,
@@ -249,6 +289,30 @@ class Client(asyncio.Protocol):
             return
         self._flush_soon()
 
+    def defer(self, delay: float, then: Callable[[], None]) -> None:
+        """Handle nothing more from this client for `delay` seconds (a rate limit's
+        bounded wait; the token is already taken), then run `then` and carry on."""
+        self._blocked = True
+        self._deferred = True
+        transport = self.transport
+        if transport is not None and not self._reading_paused:
+            transport.pause_reading()
+        self._loop.call_later(delay, self._deferred_done, then)
+
+    def _deferred_done(self, then: Callable[[], None]) -> None:
+        self._deferred = False
+        if self.closed:
+            return
+        self._blocked = False
+        if self.transport is not None and not self._reading_paused:
+            self.transport.resume_reading()
+        try:
+            then()
+        except ProtocolError as error:
+            self.fail(error)
+            return
+        self._process()
+
     def start_connect(self, packet: ConnectPacket) -> None:
         """CONNECT is answered asynchronously; nothing more is read until it is."""
         self._blocked = True
@@ -296,5 +360,5 @@ class Client(asyncio.Protocol):
     def _steps_advanced(self) -> None:
         if self._reading_paused and len(self.steps) < MAX_PENDING_STEPS // 2:
             self._reading_paused = False
-            if self.transport is not None and not self.closed:
+            if self.transport is not None and not self.closed and not self._deferred:
                 self.transport.resume_reading()

@@ -10,10 +10,12 @@ is) and PINGREQ / PUBREL by MqttConnection.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from mqttq.auth.acl import may_publish
 from mqttq.broker.hub import Fanout
 from mqttq.codec.enums import ReasonCode
 from mqttq.codec.packets import (
@@ -29,6 +31,8 @@ from mqttq.codec.packets import (
     UnsubscribePacket,
 )
 from mqttq.codec.properties import Properties
+from mqttq.errors import ProtocolError
+from mqttq.limits.limiter import Refused
 from mqttq.routing.topics import validate_topic_name
 
 if TYPE_CHECKING:
@@ -38,9 +42,12 @@ if TYPE_CHECKING:
 
 __all__ = ["HANDLERS"]
 
+logger = logging.getLogger("mqttq.broker.dispatch")
+
 _ACK_REASON_STRINGS = {
     ReasonCode.UNSPECIFIED_ERROR: "the message could not be stored",
-    ReasonCode.QUOTA_EXCEEDED: "the subscriber's queue is full",
+    ReasonCode.QUOTA_EXCEEDED: "quota exceeded",
+    ReasonCode.NOT_AUTHORIZED: "not authorized to publish to this topic",
 }
 """Reason Strings on error PUBACK / PUBREC (dropped when the client asked for none)."""
 
@@ -56,12 +63,49 @@ def on_connect(client: Client, packet: ConnectPacket) -> None:
 
 
 def on_publish(client: Client, packet: PublishPacket) -> None:
-    """Route the message; answer QoS 1/2 once its stored deliveries are durable."""
+    """Check the publish ACL and the publish rate (node, then tenant: a bounded wait for a
+    token, then 0x97), then route the message; answer QoS 1/2 once its stored deliveries
+    are durable."""
     validate_topic_name(packet.topic)  # [MQTT-3.3.2-2]
+    identity = client.identity
+    space = client.space
+    assert identity is not None and space is not None  # set before CONNACK
+    acl = identity.publish_acl
+    limits = client.life.hub.limits
+    if acl is not None and not may_publish(acl, packet.topic):
+        limits.count_refusal(space.name, "acl_publish")
+        _refuse_publish(client, packet, ReasonCode.NOT_AUTHORIZED)
+        return
+    admitted = limits.admit_publish(space.name, client.life.loop.time())
+    if isinstance(admitted, Refused):
+        _refuse_publish(client, packet, ReasonCode.QUOTA_EXCEEDED)
+        return
+    if admitted:
+        client.defer(admitted, partial(_route, client, packet))
+        return
+    _route(client, packet)
+
+
+def _refuse_publish(client: Client, packet: PublishPacket, reason: ReasonCode) -> None:
+    """A PUBLISH the broker will not route. 5.0: PUBACK/PUBREC with `reason`. 3.x has no
+    way to say so: a denied publish is dropped and logged (QoS 1/2 still acknowledged,
+    as 3.x clients expect); one over the rate limit closes the connection."""
+    logger.info("client %r: PUBLISH to %r refused (0x%02X)", client.client_id, packet.topic, reason)
+    if not packet.qos:
+        client.life.hub.stats.dropped[0] += 1
+        return
+    if not client.conn.is_v5 and reason == ReasonCode.QUOTA_EXCEEDED:
+        raise ProtocolError(reason, "publish rate exceeded")
+    _ack(client, packet.qos, packet.packet_id, reason)
+
+
+def _route(client: Client, packet: PublishPacket) -> None:
     hub = client.life.hub
     message = hub.message_from(packet, client.client_id)
     steps = client.steps
-    fan = hub.publish(message, deliver_now=not steps)
+    session = client.session
+    assert session is not None
+    fan = hub.publish(session.space, message, deliver_now=not steps)
     qos = packet.qos
     if not isinstance(fan, Fanout):  # delivered already: `fan` is the reason code
         if not qos:
@@ -145,7 +189,9 @@ def on_subscribe(client: Client, packet: SubscribePacket) -> None:
     messages of the new subscriptions [MQTT-3.8.4]."""
     session = _session(client)
     hub = client.life.hub
-    codes, retained, granted = hub.subscribe(session, packet)
+    identity = client.identity
+    acl = None if identity is None else identity.subscribe_acl
+    codes, retained, granted = hub.subscribe(session, packet, acl)
     save = hub.save_session(session) if session.persistent and granted else None
     client.steps.add(save, partial(_suback, client, packet.packet_id, codes, granted))
     for subscription, messages in retained:
@@ -164,7 +210,7 @@ def _suback(
         # Not durable: undo, and say so rather than grant silently.
         session = _session(client)
         for topic_filter in granted:
-            client.life.hub.router.unsubscribe(session.client_id, topic_filter)
+            client.life.hub.drop_subscription(session, topic_filter)
         codes = [ReasonCode.UNSPECIFIED_ERROR] * len(codes)
     client.send(SubackPacket(packet_id, codes))
 

@@ -17,17 +17,18 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from mqttq.auth.acl import may_subscribe
 from mqttq.broker.pending import BackgroundTasks, EnqueueBatcher
 from mqttq.broker.session import Session
 from mqttq.broker.stats import BrokerStats
+from mqttq.broker.tenants import TenantSpace
 from mqttq.codec.enums import ReasonCode
 from mqttq.codec.packets import PublishPacket, SubscribePacket, UnsubscribePacket
 from mqttq.codec.writer import encode_packet
 from mqttq.config import MqttSettings
 from mqttq.errors import ProtocolError
+from mqttq.limits.limiter import Limits
 from mqttq.model import Message, Subscription
-from mqttq.routing.retained import RetainedIndex
-from mqttq.routing.router import Router
 from mqttq.routing.topics import (
     SHARE_PREFIX,
     has_wildcard,
@@ -68,16 +69,17 @@ class Fanout:
 
 
 class Hub:
-    """Every session, the router and the retained messages of one broker."""
+    """Every session of one broker, and each tenant's namespace (router, retained
+    messages); client ids are unique across tenants, topics only within one."""
 
-    def __init__(self, settings: MqttSettings, storage: Storage) -> None:
+    def __init__(self, settings: MqttSettings, storage: Storage, limits: Limits) -> None:
         self.settings = settings
         self.storage = storage
-        self.router = Router()
-        self.retained = RetainedIndex()
+        self.limits = limits
+        self.spaces: dict[str, TenantSpace] = {}
         self.sessions: dict[str, Session] = {}
         self.stats = BrokerStats()
-        self.tasks = BackgroundTasks()
+        self.tasks = BackgroundTasks(self.stats.storage_latency)
         self._batcher = EnqueueBatcher(storage.enqueue, self.tasks)
         self.max_queued_messages = settings.max_queued_messages
         self.reject_when_full = settings.queue_full_policy == "reject_new"
@@ -89,6 +91,18 @@ class Hub:
     def is_online(self, client_id: str) -> bool:
         session = self.sessions.get(client_id)
         return session is not None and session.client is not None
+
+    def space(self, tenant: str) -> TenantSpace:
+        """The namespace of `tenant`, created on its first use."""
+        space = self.spaces.get(tenant)
+        if space is None:
+            limits = self.limits
+            space = self.spaces[tenant] = TenantSpace(
+                tenant,
+                lambda name, force: limits.acquire_topic(name, force=force),
+                limits.release_topic,
+            )
+        return space
 
     # ------------------------------------------------------------------ publish
 
@@ -108,20 +122,24 @@ class Hub:
             publisher_id,
         )
 
-    def publish(self, message: Message, deliver_now: bool) -> Fanout | ReasonCode:
-        """Route `message` once and start its storage writes.
+    def publish(
+        self, space: TenantSpace, message: Message, deliver_now: bool
+    ) -> Fanout | ReasonCode:
+        """Route `message` once within the publisher's tenant and start its storage writes.
 
         With `deliver_now`, deliveries that wait for nothing are made at once, and when
         nothing waits at all the publisher's reason code is returned (the common case,
         with no Fanout built). Otherwise a Fanout: the caller runs `complete` once its
         `future()` settled, which hands over the stored entries, makes the remaining
-        deliveries in order and gives the reason code.
+        deliveries in order and gives the reason code. A retained message on a topic the
+        tenant's topic quota has no room for is refused whole: QUOTA_EXCEEDED.
         """
         fan: Fanout | None = None
         if message.retain:
             fan = Fanout()
-            self._retain(message, fan)
-        deliveries = self.router.route(message, self._online)
+            if not self._retain(space, message, fan):
+                return ReasonCode.QUOTA_EXCEEDED
+        deliveries = space.router.route(message, self._online)
         if not deliveries:
             return ReasonCode.NO_MATCHING_SUBSCRIBERS if fan is None else fan
         sessions = self.sessions
@@ -163,15 +181,24 @@ class Hub:
             fan.enqueue = self._batcher.enqueue(items)
         return fan
 
-    def _retain(self, message: Message, fan: Fanout) -> None:
+    def _retain(self, space: TenantSpace, message: Message, fan: Fanout) -> bool:
         """Set, replace or (empty payload) clear the topic's retained message
-        [MQTT-3.3.1-5] [MQTT-3.3.1-6] [MQTT-3.3.1-7]."""
+        [MQTT-3.3.1-5] [MQTT-3.3.1-6] [MQTT-3.3.1-7]; False when a new retained topic
+        finds the topic count limit full (nothing changed)."""
         topic = message.topic
         kept = message if message.payload else None
-        self.retained.set(topic, kept)
+        had = space.retained.get(topic) is not None
+        if kept is not None and not had:
+            refused = space.add_topic_ref(topic)
+            if refused is not None:
+                return False
+        elif kept is None and had:
+            space.drop_topic_ref(topic)
+        space.retained.set(topic, kept)
         fan.retained_write = self.tasks.spawn(
-            self.storage.set_retained(topic, kept), "set_retained"
+            self.storage.set_retained(space.name, topic, kept), "set_retained"
         )
+        return True
 
     def complete(self, fan: Fanout) -> ReasonCode:
         """Hand the committed entries to their sessions, make the waiting deliveries, and
@@ -212,10 +239,10 @@ class Hub:
             data = self._encoded[protocol_level] = encode_packet(packet, protocol_level)
         return data
 
-    def publish_detached(self, message: Message) -> None:
+    def publish_detached(self, tenant: str, message: Message) -> None:
         """Publish with nobody to acknowledge (wills): deliveries complete on their own."""
         self.stats.messages_in[message.qos] += 1
-        fan = self.publish(message, deliver_now=True)
+        fan = self.publish(self.space(tenant), message, deliver_now=True)
         if not isinstance(fan, Fanout):
             return  # delivered
         future = fan.future()
@@ -248,10 +275,13 @@ class Hub:
     # ------------------------------------------------------------------ subscriptions
 
     def subscribe(
-        self, session: Session, packet: SubscribePacket
+        self, session: Session, packet: SubscribePacket, acl: tuple[str, ...] | None = None
     ) -> tuple[list[ReasonCode], list[tuple[Subscription, list[Message]]], list[str]]:
         """Apply a SUBSCRIBE [MQTT-3.8.4]: the SUBACK codes, the retained messages to send
         per new subscription, and the filters granted (to undo if saving fails).
+
+        A filter outside the client's subscribe `acl` gets NOT_AUTHORIZED (0x87); one that
+        would be a new topic past the tenant's or node's topic limit gets QUOTA_EXCEEDED.
 
         Raises ProtocolError for No Local on a shared subscription [MQTT-3.8.3-4] and for a
         Subscription Identifier when they are not available.
@@ -274,6 +304,9 @@ class Hub:
         retained: list[tuple[Subscription, list[Message]]] = []
         granted: list[str] = []
         now = time.time()
+        space = session.space
+        router = space.router
+        client_id = session.client_id
         for request in packet.subscriptions:
             topic_filter = request.topic_filter
             try:
@@ -288,6 +321,16 @@ class Hub:
             if not settings.wildcard_subscription_available and has_wildcard(inner):
                 codes.append(ReasonCode.WILDCARD_SUBSCRIPTIONS_NOT_SUPPORTED)
                 continue
+            if acl is not None and not may_subscribe(acl, topic_filter):
+                self.limits.count_refusal(space.name, "acl_subscribe")
+                codes.append(ReasonCode.NOT_AUTHORIZED)
+                continue
+            existing = router.has_subscription(client_id, topic_filter)
+            if not existing:
+                refused = space.add_topic_ref(inner)
+                if refused is not None:
+                    codes.append(ReasonCode.QUOTA_EXCEEDED)
+                    continue
             qos = min(request.qos, settings.maximum_qos)
             subscription = Subscription(
                 topic_filter,
@@ -297,13 +340,13 @@ class Hub:
                 request.retain_handling,
                 sid,
             )
-            is_new = self.router.subscribe(session.client_id, subscription)
+            is_new = router.subscribe(client_id, subscription)
             codes.append(_GRANTED[qos])
             granted.append(topic_filter)
             handling = request.retain_handling
             # No retained messages for shared subscriptions (MQTT 5.0 section 4.8.2).
             if share_name is None and (handling == 0 or (handling == 1 and is_new)):
-                messages = self.retained.match(inner, now)
+                messages = space.retained.match(inner, now)
                 if messages:
                     retained.append((subscription, messages))
         return codes, retained, granted
@@ -312,10 +355,18 @@ class Hub:
         """Apply an UNSUBSCRIBE: 0x00 per removed filter, 0x11 where none existed."""
         return [
             ReasonCode.SUCCESS
-            if self.router.unsubscribe(session.client_id, topic_filter)
+            if self.drop_subscription(session, topic_filter)
             else ReasonCode.NO_SUBSCRIPTION_EXISTED
             for topic_filter in packet.topic_filters
         ]
+
+    def drop_subscription(self, session: Session, topic_filter: str) -> bool:
+        """Remove one subscription of `session` and its topic reference; False if none."""
+        space = session.space
+        if not space.router.unsubscribe(session.client_id, topic_filter):
+            return False
+        space.drop_topic_ref(space.topic_of(topic_filter))
+        return True
 
     # ------------------------------------------------------------------ persistence
 
@@ -325,8 +376,10 @@ class Hub:
             session.client_id,
             session.protocol_level,
             session.expiry_interval,
-            self.router.subscriptions_of(session.client_id),
+            session.space.router.subscriptions_of(session.client_id),
             session.disconnected_at,
+            session.client_type,
+            session.space.name,
         )
         return self.tasks.spawn(
             self.storage.save_session(record), "save_session", session.client_id
@@ -353,8 +406,10 @@ class Hub:
             "connections_total": stats.connections_total,
             "sessions": len(self.sessions),
             "sessions_persistent": sum(1 for s in self.sessions.values() if s.persistent),
-            "subscriptions": sum(len(self.router.subscriptions_of(c)) for c in self.sessions),
-            "retained": len(self.retained),
+            "subscriptions": sum(
+                len(s.space.router.subscriptions_of(c)) for c, s in self.sessions.items()
+            ),
+            "retained": sum(len(space.retained) for space in self.spaces.values()),
             "protocol_errors": stats.protocol_errors,
             "storage_errors": stats.storage_errors,
             "storage_pending": len(self.tasks),

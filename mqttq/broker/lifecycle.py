@@ -8,6 +8,10 @@ import logging
 import time
 import uuid
 
+from mqttq.auth.acl import may_publish
+from mqttq.auth.authenticator import Authenticator, AuthRefusal, Identity
+from mqttq.auth.model import DEFAULT_TENANT
+from mqttq.auth.ports import AuthStoreError
 from mqttq.broker.client import Client
 from mqttq.broker.hub import Hub
 from mqttq.broker.session import Session
@@ -17,6 +21,7 @@ from mqttq.codec.enums import SESSION_EXPIRY_NEVER, ProtocolLevel, ReasonCode
 from mqttq.codec.packets import ConnackPacket, ConnectPacket, DisconnectPacket
 from mqttq.config import MqttSettings
 from mqttq.errors import ProtocolError, StorageError
+from mqttq.limits.limiter import Refused
 from mqttq.protocol.connect import ConnectDecision, ConnectPolicy, negotiate
 from mqttq.protocol.connection import ConnectionLimits
 from mqttq.routing.topics import validate_topic_name
@@ -58,9 +63,12 @@ def connect_policy(mqtt: MqttSettings) -> ConnectPolicy:
 class Lifecycle:
     """Attaches clients to sessions and decides when sessions and wills end."""
 
-    def __init__(self, hub: Hub, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, hub: Hub, loop: asyncio.AbstractEventLoop, authenticator: Authenticator
+    ) -> None:
         self.hub = hub
         self.loop = loop
+        self.authenticator = authenticator
         self.limits = connection_limits(hub.settings)
         self.policy = connect_policy(hub.settings)
         self.wills = WillScheduler(loop, hub.publish_detached)
@@ -72,9 +80,16 @@ class Lifecycle:
 
     # ------------------------------------------------------------------ connections
 
-    def client_opened(self, client: Client) -> None:
+    def client_opened(self, client: Client) -> float | None:
+        """A TCP connection was accepted: None refuses it (new-connection rate, before
+        any MQTT parsing), else the seconds to wait before reading from it."""
+        limits = self.hub.limits
+        admitted = limits.admit_tcp(self.loop.time())
+        if isinstance(admitted, Refused):
+            return None
         self.clients.add(client)
         self.hub.stats.connections_total += 1
+        return admitted
 
     def _new_client_id(self) -> str:
         while True:
@@ -100,6 +115,24 @@ class Lifecycle:
             except ProtocolError as error:
                 client.fail(error)
                 return
+        identity = await self._authenticate(client, packet, decision.client_id)
+        if identity is None or client.closed:
+            return
+        limits = self.hub.limits
+        tenant = identity.tenant
+        admitted = limits.admit_connect(tenant, self.loop.time())
+        if isinstance(admitted, Refused):
+            client.refuse(
+                ReasonCode.CONNECTION_RATE_EXCEEDED,
+                f"{admitted.layer} connection rate exceeded",
+            )
+            return
+        if admitted > 0:
+            await asyncio.sleep(admitted)  # the token is ours; the wait was bounded
+            if client.closed:
+                return
+        client.identity = identity
+        client.space = self.hub.space(tenant)
         client_id = decision.client_id
         lock = self._locks.get(client_id)
         if lock is None:
@@ -117,18 +150,65 @@ class Lifecycle:
                 del self._lock_users[client_id]
                 del self._locks[client_id]
 
+    async def _authenticate(
+        self, client: Client, packet: ConnectPacket, client_id: str
+    ) -> Identity | None:
+        """Who the client is and its tenant; None when the CONNECT was refused (0x86 bad
+        user name or password, 0x87 not authorized, 0x88 credential store down)."""
+        tenant_property = _tenant_property(packet)
+        try:
+            result = await self.authenticator.authenticate(
+                username=packet.username,
+                password=packet.password,
+                client_id=client_id,
+                tenant_property=tenant_property,
+                local_is_loopback=client.local_is_loopback(),
+            )
+        except AuthStoreError as error:
+            logger.warning("client %r: credential store failed: %s", client_id, error)
+            client.refuse(ReasonCode.SERVER_UNAVAILABLE, "credential store unavailable")
+            return None
+        if isinstance(result, AuthRefusal):
+            self.hub.limits.count_refusal(tenant_property or DEFAULT_TENANT, result.reason)
+            client.refuse(result.reason_code, result.message)
+            return None
+        will = packet.will
+        acl = result.publish_acl
+        if will is not None and acl is not None and not may_publish(acl, will.topic):
+            self.hub.limits.count_refusal(result.tenant, "acl_publish")
+            client.refuse(ReasonCode.NOT_AUTHORIZED, "the will topic is not allowed")
+            return None
+        return result
+
     async def _attach(
         self, client: Client, packet: ConnectPacket, decision: ConnectDecision
     ) -> None:
         hub = self.hub
+        limits = hub.limits
         client_id = decision.client_id
+        identity = client.identity
+        assert identity is not None
+        tenant = identity.tenant
         old = hub.sessions.get(client_id)
+        if old is not None and old.space.name != tenant:
+            # Client ids are unique across tenants; one tenant never takes over (or
+            # resumes) another tenant's session.
+            limits.count_refusal(tenant, "client_id_taken")
+            client.refuse(
+                ReasonCode.CLIENT_IDENTIFIER_NOT_VALID, "client id in use by another tenant"
+            )
+            return
         if old is not None and old.client is not None:
             # Session taken over [MQTT-3.1.4-3]; the old connection's will follows the
             # usual rules, and is cancelled below when the session continues.
             logger.info("client %r taken over by %s", client_id, client.peer)
             old.client.kick(ReasonCode.SESSION_TAKEN_OVER)
             old = hub.sessions.get(client_id)
+        refused = limits.acquire_connection(tenant)
+        if refused is not None:
+            client.refuse(ReasonCode.QUOTA_EXCEEDED, f"{refused.layer} connection limit reached")
+            return
+        client.counted = True
         resume = old is not None and not decision.clean_start
         if resume:
             self.wills.cancel(client_id)  # [MQTT-3.1.3-9]
@@ -143,8 +223,20 @@ class Lifecycle:
             else:
                 if old is not None:
                     await self._end(old, delete=True)  # [MQTT-3.1.2-4]
+                refused = limits.acquire_session(tenant)
+                if refused is not None:
+                    client.refuse(
+                        ReasonCode.QUOTA_EXCEEDED, f"{refused.layer} session limit reached"
+                    )
+                    self._release_connection(client)
+                    return
                 session = Session(
-                    hub, client_id, packet.protocol_level, decision.session_expiry_interval
+                    hub,
+                    client_id,
+                    packet.protocol_level,
+                    decision.session_expiry_interval,
+                    hub.space(tenant),
+                    identity.client_type,
                 )
                 hub.sessions[client_id] = session
                 session.client = client
@@ -161,6 +253,7 @@ class Lifecycle:
         except (StorageError, OSError) as error:
             logger.warning("client %r: storage failed during CONNECT: %s", client_id, error)
             client.refuse(ReasonCode.SERVER_UNAVAILABLE, "storage unavailable")
+            self._release_connection(client)
             return
         if client.closed:
             self._release(client, session)
@@ -202,6 +295,7 @@ class Lifecycle:
             session.expiry_handle = None
         session.fetched_serial = max((entry.serial for entry in entries), default=0)
         session.protocol_level = packet.protocol_level
+        session.client_type = client.identity.client_type if client.identity else "DEVICE"
         session.disconnected_at = None
         session.expiry_interval = decision.session_expiry_interval
         if session.persistent:
@@ -238,6 +332,7 @@ class Lifecycle:
     def client_closed(self, client: Client) -> None:
         """The network connection is gone (any reason); idempotent."""
         self.clients.discard(client)
+        self._release_connection(client)
         session = client.session
         if session is None or session.client is not client:
             return
@@ -259,12 +354,23 @@ class Lifecycle:
             if will is not None:
                 delay = will.properties.will_delay_interval or 0
                 self.wills.connection_closed(
-                    session.client_id, will, min(delay, session.expiry_interval)
+                    session.client_id,
+                    will,
+                    min(delay, session.expiry_interval),
+                    session.space.name,
                 )
         else:
             self._forget(session)
             if will is not None:
-                self.wills.connection_closed(session.client_id, will, 0)
+                self.wills.connection_closed(session.client_id, will, 0, session.space.name)
+
+    def _release_connection(self, client: Client) -> None:
+        """Give back the connection the client held in the count limits (once)."""
+        if client.counted:
+            client.counted = False
+            space = client.space
+            assert space is not None
+            self.hub.limits.release_connection(space.name)
 
     # ------------------------------------------------------------------ expiry
 
@@ -292,9 +398,23 @@ class Lifecycle:
         if session.expiry_handle is not None:
             session.expiry_handle.cancel()
             session.expiry_handle = None
-        self.hub.router.remove_client(session.client_id)
         if self.hub.sessions.get(session.client_id) is session:
             del self.hub.sessions[session.client_id]
+            session.space.remove_client(session.client_id)
+            self.hub.limits.release_session(session.space.name)
+
+    async def remove_session(self, session: Session) -> None:
+        """An administrator removes the session: its client (if connected) gets
+        DISCONNECT 0x98 without its will being published, then the session, its
+        subscriptions and its stored queue are deleted."""
+        client = session.client
+        if client is not None:
+            client.normal_disconnect = True  # an administrative removal sends no will
+            client.kick(ReasonCode.ADMINISTRATIVE_ACTION, "session removed by an administrator")
+        self.wills.cancel(session.client_id)
+        if not session.ended:
+            await self.hub.tasks.barrier(session.client_id)
+            await self._end(session, delete=True)
 
     async def _end(self, session: Session, *, delete: bool) -> None:
         was_persistent = session.persistent
@@ -319,17 +439,31 @@ class Lifecycle:
                     hub.storage.delete_session(record.client_id), "delete_session", record.client_id
                 )
                 continue
-            session = Session(hub, record.client_id, record.protocol_level, expiry)
+            space = hub.space(record.tenant)
+            session = Session(
+                hub,
+                record.client_id,
+                record.protocol_level,
+                expiry,
+                space,
+                record.client_type,
+            )
             session.restored = True
             session.disconnected_at = now if disconnected_at is None else disconnected_at
             hub.sessions[record.client_id] = session
+            # What was stored before a limit was lowered still counts: past the limit.
+            hub.limits.acquire_session(record.tenant, force=True)
             for subscription in record.subscriptions:
-                hub.router.subscribe(record.client_id, subscription)
+                space.router.subscribe(record.client_id, subscription)
+                space.add_topic_ref(space.topic_of(subscription.topic_filter), force=True)
             if disconnected_at is None or expiry != record.session_expiry_interval:
                 hub.save_session(session)
             self._schedule_expiry(session, expiry - elapsed)
-        for message in await hub.storage.load_retained(now):
-            hub.retained.set(message.topic, message)
+        for tenant, message in await hub.storage.load_retained(now):
+            space = hub.space(tenant)
+            if space.retained.get(message.topic) is None:
+                space.add_topic_ref(message.topic, force=True)
+            space.retained.set(message.topic, message)
         return len(hub.sessions)
 
     async def shutdown(self) -> None:
@@ -344,3 +478,11 @@ class Lifecycle:
                 session.expiry_handle.cancel()
                 session.expiry_handle = None
         await self.hub.tasks.barrier()
+
+
+def _tenant_property(packet: ConnectPacket) -> str | None:
+    """The CONNECT's `tenant` user property (5.0), used for clients without credentials."""
+    for name, value in packet.properties.user_properties:
+        if name == "tenant" and value:
+            return value
+    return None

@@ -15,7 +15,10 @@ import logging
 from collections import deque
 from collections.abc import Callable, Coroutine
 from functools import partial
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from mqttq.broker.latency import LatencyHistograms
 
 __all__ = ["BackgroundTasks", "EnqueueBatcher", "OrderedSteps", "StepDone"]
 
@@ -84,9 +87,11 @@ class BackgroundTasks:
     drain must not wait behind thousands of other sessions' PUBACK removals.
     """
 
-    __slots__ = ("_by_client", "_enqueues", "_tasks")
+    __slots__ = ("_by_client", "_enqueues", "_latency", "_tasks")
 
-    def __init__(self) -> None:
+    def __init__(self, latency: LatencyHistograms | None = None) -> None:
+        self._latency = latency
+        """Where the duration of each spawned write is recorded (by `what`)."""
         self._tasks: set[asyncio.Future[Any]] = set()
         self._by_client: dict[str, set[asyncio.Future[Any]]] = {}
         self._enqueues: set[asyncio.Future[Any]] = set()
@@ -101,6 +106,8 @@ class BackgroundTasks:
         `client_id`: the client the write is for (see `barrier`)."""
         task = asyncio.ensure_future(coro)
         self.track(task, what, client_id)
+        if self._latency is not None:
+            task.add_done_callback(partial(_timed, self._latency, what, task.get_loop().time()))
         return task
 
     def track(
@@ -115,6 +122,11 @@ class BackgroundTasks:
                 pending = self._by_client[client_id] = set()
             pending.add(future)
         future.add_done_callback(partial(self._settled, what, client_id))
+
+    def observe(self, what: str, seconds: float) -> None:
+        """Record the duration of a storage operation not started by `spawn`."""
+        if self._latency is not None:
+            self._latency.observe(what, seconds)
 
     def track_enqueue(self, future: asyncio.Future[Any]) -> None:
         """A queue write that may hold entries for any client: every barrier waits for it."""
@@ -146,6 +158,10 @@ class BackgroundTasks:
         for future in pending:
             if not future.done():
                 await asyncio.wait((future,))
+
+
+def _timed(latency: LatencyHistograms, what: str, start: float, done: asyncio.Future[Any]) -> None:
+    latency.observe(what, done.get_loop().time() - start)
 
 
 class EnqueueBatcher:
@@ -187,8 +203,11 @@ class EnqueueBatcher:
         items, self._items = self._items, []
         waiters, self._waiters = self._waiters, []
         task = asyncio.ensure_future(self._enqueue(items))
+        loop = task.get_loop()
+        started = loop.time()
 
         def settled(done: asyncio.Future[list[Any]]) -> None:
+            self._tasks.observe("enqueue", loop.time() - started)
             if done.cancelled():
                 error: BaseException | None = asyncio.CancelledError()
             else:

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
+from mqttq.auth.authenticator import Authenticator
+from mqttq.auth.empty_store import EmptyAuthStore
+from mqttq.auth.ports import AuthStore
 from mqttq.broker.client import Client
 from mqttq.broker.hub import Hub
 from mqttq.broker.lifecycle import Lifecycle
 from mqttq.broker.listeners import bound_port, start_tcp_listener
 from mqttq.config import Settings
+from mqttq.limits.limiter import Limits
+from mqttq.limits.quota import Quota
 from mqttq.storage.ports import Storage
 
 __all__ = ["Broker"]
@@ -18,22 +24,40 @@ logger = logging.getLogger("mqttq.broker")
 
 
 class Broker:
-    """An MQTT broker bound to one TCP listener, backed by one storage adapter.
+    """An MQTT broker bound to one TCP listener, backed by one storage adapter and one
+    credential store (`auth_store`; without one, no credentials or tenant rows exist).
 
-    `start()` opens the storage, restores persistent sessions and retained messages, and
-    binds the listener; `shutdown()` stops accepting, disconnects every client (0x8B on
-    5.0), flushes and closes the storage. The storage is opened and closed here.
+    `start()` opens the stores, loads tenant quotas, restores persistent sessions and
+    retained messages, and binds the listener; `shutdown()` stops accepting, disconnects
+    every client (0x8B on 5.0), flushes and closes the stores. Limits (node layer from
+    `[mqtt_limit.cluster]`, tenants' quotas) change live through `set_node_limits`,
+    `set_default_quota` and `reload_tenants`.
     """
 
-    def __init__(self, settings: Settings, storage: Storage) -> None:
+    def __init__(
+        self, settings: Settings, storage: Storage, auth_store: AuthStore | None = None
+    ) -> None:
         self.settings = settings
         self.storage = storage
-        self.hub = Hub(settings.mqtt, storage)
+        self.auth_store: AuthStore = auth_store if auth_store is not None else EmptyAuthStore()
+        limit = settings.mqtt_limit
+        self.limits = Limits(
+            limit.cluster,
+            limit.tenant,
+            rate_wait=limit.rate_wait_ms / 1000,
+            burst_seconds=limit.burst_seconds,
+            tcp_rate=limit.max_tcp_connection_rate,
+            now=time.monotonic(),
+        )
+        self.authenticator = Authenticator(self.auth_store, anonymous=settings.auth.anonymous)
+        self.hub = Hub(settings.mqtt, storage, self.limits)
+        self.started_at = time.time()
         self._life: Lifecycle | None = None
         self._server: asyncio.Server | None = None
         self._port = 0
         self._stopped: asyncio.Event | None = None
         self._shutdown_task: asyncio.Task[None] | None = None
+        self._tenant_quotas: dict[str, Quota] = {}
 
     @property
     def port(self) -> int:
@@ -44,8 +68,10 @@ class Broker:
         """Load state, then bind the listener (settings.listener.port may be 0)."""
         loop = asyncio.get_running_loop()
         self._stopped = asyncio.Event()
+        await self.auth_store.open()
+        await self.reload_tenants()
         await self.storage.open()
-        life = self._life = Lifecycle(self.hub, loop)
+        life = self._life = Lifecycle(self.hub, loop, self.authenticator)
         restored = await life.restore()
         listener = self.settings.listener
         self._server = await start_tcp_listener(
@@ -57,7 +83,7 @@ class Broker:
             listener.host,
             self._port,
             restored,
-            len(self.hub.retained),
+            self.hub.statistics()["retained"],
         )
 
     async def serve_forever(self) -> None:
@@ -82,10 +108,52 @@ class Broker:
             try:
                 await self.storage.close()
             finally:
-                if self._stopped is not None:
-                    self._stopped.set()
-                logger.debug("stopped")
+                try:
+                    await self.auth_store.close()
+                finally:
+                    if self._stopped is not None:
+                        self._stopped.set()
+                    logger.debug("stopped")
 
     def statistics(self) -> dict[str, int]:
         """Counters: connections, sessions, messages in/out/dropped per QoS, retained."""
         return self.hub.statistics()
+
+    @property
+    def lifecycle(self) -> Lifecycle | None:
+        """The session lifecycle (after `start`): connected clients, session removal."""
+        return self._life
+
+    # ------------------------------------------------------------------ live limits
+
+    def set_node_limits(self, quota: Quota) -> None:
+        """New node-layer limits, effective at once for every client."""
+        self.limits.set_node_quota(quota, time.monotonic())
+
+    def set_tcp_connection_rate(self, rate: float) -> None:
+        """New node rate of TCP connections per second, effective at once."""
+        self.limits.set_tcp_rate(rate, time.monotonic())
+
+    def set_default_quota(self, quota: Quota) -> None:
+        """New quota for tenants without their own, effective at once."""
+        self.limits.set_default_quota(quota, time.monotonic())
+
+    async def reload_tenants(self) -> int:
+        """Apply every stored tenant quota (and drop quotas of tenants whose row is
+        gone); returns the number of stored tenants."""
+        tenants = await self.auth_store.list_tenants()
+        stored = {tenant.name: tenant.quota for tenant in tenants}
+        for name in list(self._tenant_quotas):
+            if name not in stored:
+                self.set_tenant_quota(name, None)
+        for name, quota in stored.items():
+            self.set_tenant_quota(name, quota)
+        return len(stored)
+
+    def set_tenant_quota(self, name: str, quota: Quota | None) -> None:
+        """Apply `name`'s quota at once (None: back to the default quota)."""
+        self.limits.set_tenant_quota(name, quota, time.monotonic())
+        if quota is None:
+            self._tenant_quotas.pop(name, None)
+        else:
+            self._tenant_quotas[name] = quota

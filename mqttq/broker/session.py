@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
     from mqttq.broker.client import Client
     from mqttq.broker.hub import Hub
+    from mqttq.broker.tenants import TenantSpace
 
 __all__ = ["Session"]
 
@@ -41,6 +42,7 @@ class Session:
         "awaiting_pubrel",
         "client",
         "client_id",
+        "client_type",
         "disconnected_at",
         "ended",
         "expiry_handle",
@@ -53,13 +55,25 @@ class Session:
         "ready",
         "resend_ids",
         "restored",
+        "space",
         "waiting_live",
         "will",
     )
 
-    def __init__(self, hub: Hub, client_id: str, protocol_level: int, expiry_interval: int) -> None:
+    def __init__(  # noqa: PLR0917 (what one session is made of)
+        self,
+        hub: Hub,
+        client_id: str,
+        protocol_level: int,
+        expiry_interval: int,
+        space: TenantSpace,
+        client_type: str = "DEVICE",
+    ) -> None:
         self.hub = hub
         self.client_id = client_id
+        self.space = space
+        """The tenant namespace the session's subscriptions live in (fixed for its life)."""
+        self.client_type = client_type
         self.protocol_level = protocol_level
         self.expiry_interval = expiry_interval
         """Seconds the session outlives its connection; 0 = not persistent."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from mqttq.broker.latency import LatencyHistograms
+
 __all__ = ["BrokerStats"]
 
 
@@ -15,6 +17,7 @@ class BrokerStats:
         "messages_out",
         "protocol_errors",
         "storage_errors",
+        "storage_latency",
     )
 
     def __init__(self) -> None:
@@ -27,3 +30,5 @@ class BrokerStats:
         """PUBLISHes sent to clients (re-sends included), by QoS."""
         self.dropped = [0, 0, 0]
         """Deliveries dropped: QoS 0 to offline/paused clients, queue overflow, by QoS."""
+        self.storage_latency = LatencyHistograms()
+        """Duration of each storage write and read, by operation."""

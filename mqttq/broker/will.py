@@ -37,24 +37,28 @@ def will_message(will: Will, client_id: str, now: float) -> Message:
 
 
 class WillScheduler:
-    """Delayed wills, one per client id, on the event loop's clock."""
+    """Delayed wills, one per client id, on the event loop's clock; each is published
+    into the tenant namespace of the session that set it."""
 
     __slots__ = ("_loop", "_pending", "_publish")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, publish: Callable[[Message], None]) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, publish: Callable[[str, Message], None]
+    ) -> None:
         self._loop = loop
         self._publish = publish
-        self._pending: dict[str, tuple[asyncio.TimerHandle, Will]] = {}
+        """publish(tenant, message)."""
+        self._pending: dict[str, tuple[asyncio.TimerHandle, Will, str]] = {}
 
-    def connection_closed(self, client_id: str, will: Will, delay: float) -> None:
+    def connection_closed(self, client_id: str, will: Will, delay: float, tenant: str) -> None:
         """The network connection closed abnormally: publish now, or after `delay` s
         (the Will Delay Interval, already capped by the session's expiry)."""
         self.cancel(client_id)
         if delay <= 0:
-            self._fire(client_id, will)
+            self._fire(client_id, will, tenant)
             return
         handle = self._loop.call_later(delay, self._due, client_id)
-        self._pending[client_id] = (handle, will)
+        self._pending[client_id] = (handle, will, tenant)
 
     def cancel(self, client_id: str) -> bool:
         """The client reconnected before the delay ran out: never publish [MQTT-3.1.3-9]."""
@@ -69,19 +73,19 @@ class WillScheduler:
         pending = self._pending.pop(client_id, None)
         if pending is not None:
             pending[0].cancel()
-            self._fire(client_id, pending[1])
+            self._fire(client_id, pending[1], pending[2])
 
     def drop_all(self) -> None:
         """Shutdown: delayed wills not yet due are not published."""
-        for handle, _will in self._pending.values():
+        for handle, _will, _tenant in self._pending.values():
             handle.cancel()
         self._pending.clear()
 
     def _due(self, client_id: str) -> None:
         pending = self._pending.pop(client_id, None)
         if pending is not None:
-            self._fire(client_id, pending[1])
+            self._fire(client_id, pending[1], pending[2])
 
-    def _fire(self, client_id: str, will: Will) -> None:
+    def _fire(self, client_id: str, will: Will, tenant: str) -> None:
         logger.debug("publishing the will of %r on %r", client_id, will.topic)
-        self._publish(will_message(will, client_id, time.time()))
+        self._publish(tenant, will_message(will, client_id, time.time()))

@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.text import Text
 
 from mqttq.cli.errors import CliError, explain, print_error
+from mqttq.cli.serve_admin import AdminHandle, open_auth_store, reload_limits, start_admin
 from mqttq.config import Settings, load_settings
 from mqttq.errors import MqttqError
 from mqttq.logs import configure_logging
@@ -124,7 +125,7 @@ def serve(
     try:
         settings = load_settings(config, os.environ, overrides)
         configure_logging(settings.log.level, settings.log.format)
-        run_broker(settings, ready_file=ready_file, announce=sys.stderr.isatty())
+        run_broker(settings, ready_file=ready_file, announce=sys.stderr.isatty(), config=config)
     except Exception as exc:
         explained = explain(exc, settings)
         if explained is None:
@@ -135,16 +136,20 @@ def serve(
         raise typer.Exit(exit_code) from None
 
 
-def run_broker(settings: Settings, *, ready_file: Path | None, announce: bool) -> None:
-    """Start the broker, serve until SIGTERM/SIGINT, then shut it down; blocks throughout.
+def run_broker(
+    settings: Settings, *, ready_file: Path | None, announce: bool, config: Path | None = None
+) -> None:
+    """Start the broker (and its admin API), serve until SIGTERM/SIGINT, then shut it
+    down; blocks throughout. SIGHUP re-reads the limits from `config` and the stored
+    tenant quotas.
 
     Raises what start() raises (OSError for a taken port, StorageError, ...) after
     releasing whatever was opened.
     """
     from mqttq.broker.server import Broker  # noqa: PLC0415 (composition root, see module doc)
 
-    broker = Broker(settings, open_storage(settings))
-    _run_event_loop(_serve(broker, settings, ready_file, announce))
+    broker = Broker(settings, open_storage(settings), open_auth_store(settings))
+    _run_event_loop(_serve(broker, settings, ready_file, announce, config))
 
 
 def open_storage(settings: Settings) -> Storage:
@@ -199,14 +204,28 @@ def _run_event_loop(main: Coroutine[Any, Any, None]) -> None:
 
 
 async def _serve(
-    broker: Broker, settings: Settings, ready_file: Path | None, announce: bool
+    broker: Broker,
+    settings: Settings,
+    ready_file: Path | None,
+    announce: bool,
+    config: Path | None,
 ) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _on_signal, stop, signum)
+    reloads: set[asyncio.Task[None]] = set()
+
+    def on_hangup() -> None:
+        task = asyncio.ensure_future(reload_limits(broker, config))
+        reloads.add(task)
+        task.add_done_callback(reloads.discard)
+
+    loop.add_signal_handler(signal.SIGHUP, on_hangup)
+    admin: AdminHandle | None = None
     try:
         await broker.start()
+        admin = await start_admin(broker, settings)
     except BaseException:
         await _release_after_failed_start(broker)
         raise
@@ -231,6 +250,8 @@ async def _serve(
             stopping.cancel()
         await serving
     finally:
+        if admin is not None:
+            await admin.close()
         # Idempotent: also covers a failure between start() and serve_forever().
         await broker.shutdown()
         if written is not None:

@@ -23,55 +23,76 @@ of the script lives in one cluster slot. Messages travel in two arguments, not f
 client of 10,000 messages would otherwise cost the client library 40,000 arguments to
 encode. The marker makes the script idempotent: running it again for the same client (a
 resumed or repeated migration) writes nothing.
+
+Where Redis's time goes (the migration's bottleneck; docs/benchmarks.md, issue 4): one SET
+per message is unavoidable (each key has its own expiry), so everything else is kept off the
+per-message path. The ZSET members are added newest first: a queue of up to 128 entries is a
+listpack, and each insert scans it from the head for its place, so oldest-first insertion
+scans the whole list every time, newest-first stops at once (half of ZADD's cost). The
+common case, a client Redis does not know yet, costs one EXISTS; the counters and the marker
+go in one MSET.
 --]]
 local zset, last_id_key, serial_key, marker = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-
-if redis.call('EXISTS', marker) == 1 then
-  return { 'already', 0 }
-end
+local call = redis.call
 
 local status = 'migrated'
-if redis.call('EXISTS', zset, last_id_key, serial_key) > 0 then
+if call('EXISTS', marker, zset, last_id_key, serial_key) > 0 then
+  if call('EXISTS', marker) == 1 then
+    return { 'already', 0 }
+  end
   if ARGV[1] == 'fail' then
     return { 'conflict', 0 }
   elseif ARGV[1] == 'skip' then
     return { 'skipped', 0 }
   end
-  local members = redis.call('ZRANGE', zset, 0, -1)
+  local members = call('ZRANGE', zset, 0, -1)
   for i = 1, #members do
-    redis.call('DEL', members[i])
+    call('DEL', members[i])
   end
-  redis.call('DEL', zset, last_id_key, serial_key)
+  call('DEL', zset, last_id_key, serial_key)
   status = 'replaced'
 end
 
+local scored = {}  -- (score, member) pairs, oldest first
 local written = 0
-local scored = {}
 local numbers = string.gmatch(ARGV[5], '%d+')
 local texts, from = ARGV[6], 1
+local find, sub = string.find, string.sub
 for serial in numbers do
   local packet_id, expires_at = numbers(), numbers()
-  local to = string.find(texts, '\n', from, true) or (#texts + 1)
+  local to = find(texts, '\n', from, true) or (#texts + 1)
   local key = zset .. '_' .. packet_id
-  redis.call('SET', key, string.sub(texts, from, to - 1), 'PXAT', expires_at)
+  call('SET', key, sub(texts, from, to - 1), 'PXAT', expires_at)
   from = to + 1
-  scored[#scored + 1] = serial
-  scored[#scored + 1] = key
+  scored[2 * written + 1] = serial
+  scored[2 * written + 2] = key
   written = written + 1
-  -- ZADD in chunks: unpack() is bounded by Lua's C stack (8000 values).
-  if #scored >= 2000 then
-    redis.call('ZADD', zset, unpack(scored))
-    scored = {}
+end
+-- ZADD newest first, in chunks: unpack() is bounded by Lua's C stack (8000 values).
+local chunk, n = {}, 0
+for i = 2 * written - 1, 1, -2 do
+  chunk[n + 1] = scored[i]
+  chunk[n + 2] = scored[i + 1]
+  n = n + 2
+  if n == 2000 then
+    call('ZADD', zset, unpack(chunk))
+    chunk, n = {}, 0
   end
 end
-if #scored > 0 then
-  redis.call('ZADD', zset, unpack(scored))
+if n > 0 then
+  call('ZADD', zset, unpack(chunk))
 end
+
+local settings = {}
 if ARGV[3] ~= '' then
-  redis.call('SET', last_id_key, ARGV[3])
+  settings[#settings + 1] = last_id_key
+  settings[#settings + 1] = ARGV[3]
 end
 if ARGV[4] ~= '' then
-  redis.call('SET', serial_key, ARGV[4])
+  settings[#settings + 1] = serial_key
+  settings[#settings + 1] = ARGV[4]
 end
-redis.call('SET', marker, ARGV[2])
+settings[#settings + 1] = marker
+settings[#settings + 1] = ARGV[2]
+call('MSET', unpack(settings))
 return { status, written }

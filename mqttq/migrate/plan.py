@@ -7,8 +7,8 @@ position over all rows, as TBMQ 1.x's size-based cleanup did; expiry is applied 
 left, as its time-based cleanup did. So a trimmed row is never looked at again (it would
 not be delivered anyway), and an expired row is counted and skipped.
 
-`plan_client` then decides, from the kept rows:
-- each live row becomes an `Entry`; a bad value anywhere in them is a `Problem`;
+`Planner.plan` then decides, from the kept rows:
+- each live row becomes an entry; a bad value anywhere in them is a `Problem`;
 - two live rows with one packet id are a problem (both reported): one Redis key per id;
 - the counters: `last_packet_id` from device_session_ctx (else the newest row's), and
   `last_serial` = the larger of device_session_ctx's and the newest row's serial, so the
@@ -17,11 +17,19 @@ not be delivered anyway), and an expired row is counted and skipped.
 A client with any problem is rejected whole, with every problem reported: a queue with a
 silently missing message would be worse than no queue (the operator fixes the rows and runs
 again with --resume; a rejected client is never written, so that run writes it).
+
+The entries are kept as the two strings the write script takes, not as objects: `heads`
+("serial packet_id deadline_ms") and `texts` (the JSON). This loop is the migration's hot
+path on the Python side (docs/benchmarks.md, issue 4): per row it unpacks the tuple once,
+checks types with `type(x) is int` (a bool is no int here), and formats each string once;
+the JSON's first fields (client id, topic) are formatted once per (client, topic). `entries`
+builds `Entry` objects on demand, for --verify and tests.
 """
 
 from __future__ import annotations
 
 import time
+from binascii import b2a_base64
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,13 +41,16 @@ from mqttq.migrate.validate import (
     MAX_PACKET_ID,
     MAX_SCORE,
     Entry,
+    Mqtt5Tail,
     Problem,
     Reason,
     client_id_problem,
     deadline_of,
-    entry_of,
     is_int,
+    row_problems,
+    valid_topic_json,
 )
+from mqttq.storage.codec_json import PUBLISH, PUBREL
 
 Row = tuple[Any, ...]
 
@@ -49,8 +60,10 @@ class ClientPlan:
     """What one client becomes in Redis; nothing is written when `problems` is not empty."""
 
     client_id: str
-    entries: list[Entry] = field(default_factory=list)
-    """In serial order."""
+    heads: list[str] = field(default_factory=list)
+    """Per entry, in serial order: "serial packet_id deadline_ms" (decimal)."""
+    texts: list[str] = field(default_factory=list)
+    """Per entry, in the same order: the message's JSON (ASCII: every string escaped)."""
     last_packet_id: int | None = None
     last_serial: int | None = None
     rows: int = 0
@@ -62,6 +75,21 @@ class ClientPlan:
     @property
     def rejected(self) -> bool:
         return bool(self.problems)
+
+    @property
+    def count(self) -> int:
+        """How many entries (messages to write)."""
+        return len(self.texts)
+
+    @property
+    def entries(self) -> list[Entry]:
+        """The entries as objects, in serial order (built on each call)."""
+        return [
+            Entry(int(serial), int(packet_id), int(deadline), text)
+            for (serial, packet_id, deadline), text in zip(
+                map(str.split, self.heads), self.texts, strict=True
+            )
+        ]
 
 
 class ClientRows:
@@ -75,14 +103,6 @@ class ClientRows:
         """(last_serial_number, last_packet_id) of device_session_ctx; None: no row."""
         self.kept: deque[Row] = deque(maxlen=limit)
         self.total = 0
-
-
-def session_of(row: Row) -> tuple[Any, Any] | None:
-    """The session counters carried by a message row (None when the client has no
-    device_session_ctx row)."""
-    if not row[schema.HAS_SESSION]:
-        return None
-    return row[schema.SESSION_SERIAL], row[schema.SESSION_PACKET_ID]
 
 
 class Planner:
@@ -99,10 +119,12 @@ class Planner:
         self.default_ttl_ms = default_ttl * 1000
         self.clock = clock
         self._valid_topics: dict[str, str] = {}
+        self._tail = Mqtt5Tail()
 
-    def rows_of(self, first: Row) -> ClientRows:
-        """An empty accumulator for the client of message row `first`."""
-        return ClientRows(first[schema.CLIENT_ID], self.limit, session_of(first))
+    def rows_of(self, first: Row, session: tuple[Any, Any] | None = None) -> ClientRows:
+        """An empty accumulator for the client of message row `first`, with its session
+        row's (last_serial_number, last_packet_id) when it has one."""
+        return ClientRows(first[schema.CLIENT_ID], self.limit, session)
 
     def plan(self, rows: ClientRows, now_ms: int | None = None) -> ClientPlan:
         """The plan of a client whose rows all arrived (`now_ms`: expiry reference)."""
@@ -115,32 +137,95 @@ class Planner:
             problems.append(Problem(str(client_id), None, Reason.CLIENT_ID, id_problem))
             return plan
         client_json = encode_basestring_ascii(client_id)
-        entries = plan.entries
+        add_head, add_text = plan.heads.append, plan.texts.append
+        packet_ids: set[int] = set()
+        add_packet_id = packet_ids.add
         default_ttl_ms = self.default_ttl_ms
         valid_topics = self._valid_topics
+        tail = self._tail
+        # topic -> the JSON up to the value of "time": the same for all of a client's rows
+        # with that topic.
+        heads_of_json: dict[Any, str] = {}
+        expired = 0
         for row in rows.kept:
-            serial, time_ms, expiry = row[schema.SERIAL], row[schema.TIME], row[schema.EXPIRY]
-            if (
+            (
+                _client,
+                serial,
+                topic,
+                time_ms,
+                packet_id,
+                packet_type,
+                qos,
+                payload,
+                user_properties,
+                retain,
+                expiry,
+                payload_format,
+                content_type,
+                response_topic,
+                correlation,
+            ) = row
+            if not (
                 type(serial) is int
                 and 0 <= serial <= MAX_SCORE
                 and type(time_ms) is int
                 and time_ms >= 0
-                and (expiry is None or (type(expiry) is int and expiry >= 0))
             ):
-                deadline = time_ms + (default_ttl_ms if expiry is None else expiry * 1000)
-            else:
                 deadline_of(row, client_id, default_ttl_ms, problems)  # says what is wrong
                 continue
-            if deadline <= now:
-                plan.expired += 1
+            if expiry is None:
+                deadline = time_ms + default_ttl_ms
+            elif type(expiry) is int and expiry >= 0:
+                deadline = time_ms + expiry * 1000
+            else:
+                deadline_of(row, client_id, default_ttl_ms, problems)
                 continue
-            entry = entry_of(
-                row, client_id, client_json, deadline, problems, valid_topics=valid_topics
+            if deadline <= now:
+                expired += 1
+                continue
+            json_head = heads_of_json.get(topic)
+            if json_head is None and type(topic) is str:
+                topic_json = valid_topics.get(topic) or valid_topic_json(topic, valid_topics)
+                if topic_json is not None:
+                    json_head = f'{{"clientId":{client_json},"topicName":{topic_json},"time":'
+                    heads_of_json[topic] = json_head
+            if not (
+                json_head is not None
+                and type(packet_id) is int
+                and 0 < packet_id <= MAX_PACKET_ID
+                and type(qos) is int
+                and 0 <= qos <= 2
+                and (packet_type == PUBLISH or (packet_type == PUBREL and qos == 2))
+                and type(payload) is bytes
+                and (retain is None or type(retain) is bool)
+            ):
+                row_problems(row, client_id, deadline, problems)
+                continue
+            if (
+                expiry is None
+                and payload_format is None
+                and content_type is None
+                and response_topic is None
+                and correlation is None
+                and user_properties is None
+            ):
+                mqtt5 = ""
+            else:
+                bad = len(problems)
+                mqtt5 = tail.render(row, deadline, client_id, problems)
+                if len(problems) > bad:
+                    continue
+            add_text(
+                f'{json_head}{time_ms},"qos":{qos},"packetId":{packet_id},'
+                f'"packetType":"{packet_type}",'
+                f'"payload":"{b2a_base64(payload, newline=False).decode()}",'
+                f'"retained":{"true" if retain else "false"}{mqtt5}}}'
             )
-            if entry is not None:
-                entries.append(entry)
-        if len(entries) > 1:
-            _check_packet_ids(client_id, entries, problems)
+            add_head(f"{serial} {packet_id} {deadline}")
+            add_packet_id(packet_id)
+        plan.expired = expired
+        if len(packet_ids) != len(plan.heads):
+            _check_packet_ids(client_id, plan.heads, problems)
         newest = rows.kept[-1] if rows.kept else None
         self._counters(plan, rows.session, newest)
         return plan
@@ -195,14 +280,13 @@ class Planner:
             plan.last_serial = max(serials)
 
 
-def _check_packet_ids(client_id: str, entries: list[Entry], problems: list[Problem]) -> None:
+def _check_packet_ids(client_id: str, heads: list[str], problems: list[Problem]) -> None:
     """A problem for every entry whose packet id another entry has too."""
-    if len({entry.packet_id for entry in entries}) == len(entries):
-        return
     serials: dict[int, list[int]] = {}
-    for entry in entries:
-        serials.setdefault(entry.packet_id, []).append(entry.serial)
-    if len(serials) == len(entries):
+    for head in heads:
+        numbers = head.split()
+        serials.setdefault(int(numbers[1]), []).append(int(numbers[0]))
+    if len(serials) == len(heads):
         return
     for packet_id, shared in serials.items():
         if len(shared) > 1:

@@ -184,14 +184,13 @@ class RedisWriter:
         pipeline; per plan its status and the messages written."""
         calls: list[tuple[Sequence[str], Sequence[Any]]] = []
         for plan in plans:
-            entries = plan.entries
             args = (
                 on_conflict.value,
-                marker_value(run_id, len(entries)),
+                marker_value(run_id, plan.count),
                 "" if plan.last_packet_id is None else plan.last_packet_id,
                 "" if plan.last_serial is None else plan.last_serial,
-                " ".join([f"{e.serial} {e.packet_id} {e.deadline_ms}" for e in entries]),
-                "\n".join([e.json for e in entries]),
+                " ".join(plan.heads),
+                "\n".join(plan.texts),
             )
             calls.append((self._keys(plan.client_id), args))
         replies = await self._run_scripts(WRITE_SCRIPT, calls)

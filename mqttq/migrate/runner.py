@@ -142,7 +142,7 @@ class _Writer:
         report.messages_expired += plan.expired
         report.messages_trimmed += plan.trimmed
         self.batch.append(plan)
-        self.batch_size += len(plan.entries) + 1
+        self.batch_size += plan.count + 1
         if self.batch_size >= self.options.batch_size:
             await self.flush()
 
@@ -154,7 +154,7 @@ class _Writer:
         for plan in batch:
             if plan.rejected:
                 self.report.add_problems(plan.problems)
-                self.report.messages_not_written += len(plan.entries)
+                self.report.messages_not_written += plan.count
             else:
                 to_write.append(plan)
         task = None
@@ -172,10 +172,7 @@ class _Writer:
     async def _dry_run(self, plans: list[ClientPlan]) -> list[tuple[WriteStatus, int]]:
         """What the write script would answer, from what Redis holds now."""
         states = await self.redis.read([p.client_id for p in plans], entries=False)
-        return [
-            (self._would(state), len(plan.entries))
-            for plan, state in zip(plans, states, strict=True)
-        ]
+        return [(self._would(state), plan.count) for plan, state in zip(plans, states, strict=True)]
 
     def _would(self, state: RedisClientState) -> WriteStatus:
         if state.marker is not None:
@@ -197,10 +194,10 @@ class _Writer:
             if status in (WriteStatus.MIGRATED, WriteStatus.REPLACED):
                 report.clients_migrated += 1
                 report.clients_replaced += status is WriteStatus.REPLACED
-                report.messages_migrated += len(plan.entries) if self.options.dry_run else written
+                report.messages_migrated += plan.count if self.options.dry_run else written
                 present.append(plan.client_id)
             else:
-                report.messages_not_written += len(plan.entries)
+                report.messages_not_written += plan.count
                 if status is WriteStatus.ALREADY:
                     report.clients_already += 1
                     present.append(plan.client_id)

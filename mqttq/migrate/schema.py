@@ -5,10 +5,12 @@ The two tables are exactly those of seed 000, section 2.2 (`\\d` output of TBMQ 
 pending messages, ordered by `serial_number`), with their primary keys and the
 `idx_device_publish_msg_packet_id` index. `CREATE_SOURCE` builds them for trials and tests.
 
-The migration reads one stream of message rows ordered by (client_id, serial_number), each
-row joined with its client's session row, so one client's rows arrive together and in
-serial order; then the sessions that have no message at all. Both queries use the primary
-keys' order, so PostgreSQL streams them from the indexes without sorting.
+The migration reads one stream of message rows ordered by (client_id, serial_number), so one
+client's rows arrive together and in serial order; the session rows of the clients in each
+batch are looked up by key (`SESSIONS_OF`), not joined to every message row (a join costs
+PostgreSQL and the driver three more columns per row, ~1 us per row on the machine of
+docs/benchmarks.md); then come the sessions that have no message at all. Both streams use the
+primary keys' order, so PostgreSQL reads them from the indexes without sorting.
 """
 
 from __future__ import annotations
@@ -65,11 +67,9 @@ PAYLOAD_FORMAT: Final = 11
 CONTENT_TYPE: Final = 12
 RESPONSE_TOPIC: Final = 13
 CORRELATION_DATA: Final = 14
-HAS_SESSION: Final = 15
-SESSION_SERIAL: Final = 16
-SESSION_PACKET_ID: Final = 17
+MESSAGE_COLUMNS: Final = 15
 
-# Positions in a session row (SESSION_ROWS).
+# Positions in a session row (session_rows_query, SESSIONS_OF).
 S_CLIENT_ID: Final = 0
 S_SERIAL: Final = 1
 S_PACKET_ID: Final = 2
@@ -85,18 +85,22 @@ def _where(column: str, pattern: bool, after: bool) -> str:
 
 
 def message_rows_query(*, pattern: bool, after: bool) -> str:
-    """Every message row (with its session's counters), by client id then serial number.
+    """Every message row, by client id then serial number.
 
     Parameters: `pattern` (SQL LIKE on client_id, `\\` escapes) and `after` (only client
     ids after it, for a resumed run) when asked for.
     """
     return f"""SELECT m.client_id, m.serial_number, m.topic, m.time, m.packet_id,
     m.packet_type, m.qos, m.payload, m.user_properties, m.retain, m.msg_expiry_interval,
-    m.payload_format_indicator, m.content_type, m.response_topic, m.correlation_data,
-    s.client_id IS NOT NULL, s.last_serial_number, s.last_packet_id
-FROM device_publish_msg m LEFT JOIN device_session_ctx s ON s.client_id = m.client_id
+    m.payload_format_indicator, m.content_type, m.response_topic, m.correlation_data
+FROM device_publish_msg m
 {_where("m.client_id", pattern, after)}
 ORDER BY m.client_id, m.serial_number"""
+
+
+SESSIONS_OF: Final = """SELECT client_id, last_serial_number, last_packet_id
+FROM device_session_ctx WHERE client_id = ANY(%(client_ids)s)"""
+"""The session rows of the clients in `client_ids` (a list), by primary key."""
 
 
 def session_rows_query(*, pattern: bool, after: bool) -> str:

@@ -1,10 +1,10 @@
 """The source's rows, grouped into one `ClientPlan` per client, as they stream in.
 
-Message rows arrive ordered by (client_id, serial_number): a client's rows are contiguous,
-so only the current client is held (its newest `limit` rows), and its plan is made when the
-first row of the next client arrives. Then come the clients that have a session row and no
-message. Both the migration and --verify read the source through here, so they agree on
-what each client should become.
+Message rows arrive ordered by (client_id, serial_number), in batches that carry the
+session rows of their clients: a client's rows are contiguous, so only the current client is
+held (its newest `limit` rows), and its plan is made when the first row of the next client
+arrives. Then come the clients that have a session row and no message. Both the migration
+and --verify read the source through here, so they agree on what each client should become.
 """
 
 from __future__ import annotations
@@ -40,14 +40,14 @@ async def plans_with_messages(
     current_id: object = _NO_CLIENT
     count = 0
     async with aclosing(source.message_rows(pattern, after)) as batches:
-        async for rows in batches:
+        async for rows, sessions in batches:
             for row in rows:
                 client_id = row[0]
                 if client_id != current_id:
                     if current is not None:
                         current.total = count
                         yield planner.plan(current, None if now_ms is None else now_ms())
-                    current = planner.rows_of(row)
+                    current = planner.rows_of(row, sessions.get(client_id))
                     current_id = client_id
                     keep = current.kept.append
                     count = 0

@@ -1,14 +1,16 @@
 """One TBMQ 1.x message row: checked, and turned into the Redis entry it becomes.
 
 A row is checked column by column; every bad column is a `Problem` naming the client, the
-serial number and the reason. A good row becomes an `Entry`: its serial (the ZSET score),
-its packet id (the message key's suffix), the TTL left and the message as the JSON of
+serial number and the reason. A good row becomes an entry: its serial (the ZSET score), its
+packet id (the message key's suffix), its expiry and the message as the JSON of
 `mqttq.storage.codec_json` (TBMQ 2.x's form, which the broker and TBMQ read).
 
-`entry_json` writes that JSON directly, without building a `Message` first: it is the hot
-loop of a migration of millions of rows, and `message_to_json` costs ~4x more per row. Its
-output is byte for byte `message_to_json`'s (tests/migrate/test_migrate_validate.py checks
-that with Hypothesis).
+The hot loop (`plan.Planner.plan`) checks a row with a few type tests and writes that JSON
+directly, without building a `Message` first (`message_to_json` costs ~4x more per row);
+this module holds what it calls for the rest: the MQTT 5 fields (`Mqtt5Tail`), and the
+column-by-column checks that say what is wrong with a row the fast tests refused
+(`deadline_of`, `row_problems`). The JSON is byte for byte `message_to_json`'s
+(tests/migrate/test_migrate_validate.py checks that with Hypothesis).
 
 What TBMQ 1.x stored, and how it is read:
 - `user_properties`: `JacksonUtil.toString(UserProperties)`, `{"props":[{"k":..,"v":..}]}`,
@@ -139,70 +141,19 @@ def deadline_of(
     return int(time_ms + ttl_ms)
 
 
-def entry_of(
-    row: tuple[Any, ...],
-    client_id: str,
-    client_json: str,
-    deadline_ms: int,
-    problems: list[Problem],
-    *,
-    valid_topics: dict[str, str],
-) -> Entry | None:
-    """The Redis entry of a live row, or None with every bad column appended to `problems`.
-
-    `client_json` is `client_id` as a JSON string (made once per client); `valid_topics`
-    maps the topic names already found valid to their JSON strings (a client's rows share
-    a few topics).
-    """
-    packet_id = row[schema.PACKET_ID]
-    qos = row[schema.QOS]
-    packet_type = row[schema.PACKET_TYPE]
-    topic = row[schema.TOPIC]
-    payload = row[schema.PAYLOAD]
-    retain = row[schema.RETAIN]
-    if not (
-        type(packet_id) is int
-        and 0 < packet_id <= MAX_PACKET_ID
-        and type(qos) is int
-        and 0 <= qos <= 2
-        and (packet_type == PUBLISH or (packet_type == PUBREL and qos == 2))
-        and type(payload) is bytes
-        and (retain is None or type(retain) is bool)
-        and type(topic) is str
-        and (
-            (topic_json := valid_topics.get(topic)) is not None
-            or (topic_json := _valid_topic(topic, valid_topics)) is not None
-        )
-    ):
-        _base_problems(row, client_id, problems)
-        _mqtt5_tail(row, deadline_ms, client_id, problems)
-        return None
-    tail = ""
-    if not (
-        row[schema.EXPIRY] is None
-        and row[schema.PAYLOAD_FORMAT] is None
-        and row[schema.CONTENT_TYPE] is None
-        and row[schema.RESPONSE_TOPIC] is None
-        and row[schema.CORRELATION_DATA] is None
-        and row[schema.USER_PROPERTIES] is None
-    ):
-        bad = len(problems)
-        tail = _mqtt5_tail(row, deadline_ms, client_id, problems)
-        if len(problems) > bad:
-            return None
-    text = (
-        f'{{"clientId":{client_json},"topicName":{topic_json},'
-        f'"time":{row[schema.TIME]},"qos":{qos},"packetId":{packet_id},'
-        f'"packetType":"{packet_type}","payload":"{b2a_base64(payload, newline=False).decode()}",'
-        f'"retained":{"true" if retain else "false"}{tail}}}'
-    )
-    return Entry(row[schema.SERIAL], packet_id, deadline_ms, text)
+def row_problems(
+    row: tuple[Any, ...], client_id: str, deadline_ms: int, problems: list[Problem]
+) -> None:
+    """Append a problem for each bad column of a live row (any column but the serial, time
+    and expiry interval, which `deadline_of` checked)."""
+    _base_problems(row, client_id, problems)
+    Mqtt5Tail().render(row, deadline_ms, client_id, problems)
 
 
 MAX_REMEMBERED_TOPICS: Final = 65536
 
 
-def _valid_topic(topic: object, valid_topics: dict[str, str]) -> str | None:
+def valid_topic_json(topic: object, valid_topics: dict[str, str]) -> str | None:
     """`topic` as a JSON string when it is a valid topic name (remembered), else None."""
     if not isinstance(topic, str) or _topic_problem(topic) is not None:
         return None
@@ -256,56 +207,93 @@ def _topic_problem(topic: object) -> str | None:
     return None
 
 
-def _mqtt5_tail(
-    row: tuple[Any, ...], deadline_ms: int, client_id: str, problems: list[Problem]
-) -> str:
-    """The optional MQTT 5 fields of the JSON, in `message_to_json`'s order, each with its
-    leading comma; a problem appended for each bad one."""
-    serial = row[schema.SERIAL]
+MAX_REMEMBERED_PROPERTIES: Final = 4096
 
-    def problem(reason: Reason, detail: str) -> None:
-        problems.append(Problem(client_id, serial, reason, detail))
 
-    expiry = row[schema.EXPIRY]
-    payload_format = row[schema.PAYLOAD_FORMAT]
-    content_type = row[schema.CONTENT_TYPE]
-    response_topic = row[schema.RESPONSE_TOPIC]
-    correlation = row[schema.CORRELATION_DATA]
-    parts = []
-    if expiry is not None:
-        parts.append(f',"msgExpiryInterval":{expiry}')
-    if payload_format is not None:
-        if payload_format not in (0, 1) or not is_int(payload_format):
-            problem(Reason.PAYLOAD_FORMAT_INDICATOR, f"{payload_format!r} is not 0 or 1")
-        parts.append(f',"payloadFormatIndicator":{payload_format}')
-    if content_type is not None:
-        if not isinstance(content_type, str):
-            problem(Reason.CONTENT_TYPE, f"not a string but {_kind(content_type)}")
+class Mqtt5Tail:
+    """The optional MQTT 5 fields of a message's JSON. `user_properties` texts seen before
+    are not parsed again (a source's rows repeat a few of them; parsing one costs more than
+    the rest of the row)."""
+
+    __slots__ = ("_properties",)
+
+    def __init__(self) -> None:
+        self._properties: dict[str, str | Problem] = {}
+        """user_properties text -> its JSON fragment, or the problem (client and serial
+        left for the caller to fill in)."""
+
+    def render(
+        self, row: tuple[Any, ...], deadline_ms: int, client_id: str, problems: list[Problem]
+    ) -> str:
+        """The fields in `message_to_json`'s order, each with its leading comma; a problem
+        appended for each bad one."""
+        serial = row[schema.SERIAL]
+
+        def problem(reason: Reason, detail: str) -> None:
+            problems.append(Problem(client_id, serial, reason, detail))
+
+        expiry = row[schema.EXPIRY]
+        payload_format = row[schema.PAYLOAD_FORMAT]
+        content_type = row[schema.CONTENT_TYPE]
+        response_topic = row[schema.RESPONSE_TOPIC]
+        correlation = row[schema.CORRELATION_DATA]
+        parts = []
+        if expiry is not None:
+            parts.append(f',"msgExpiryInterval":{expiry}')
+        if payload_format is not None:
+            if payload_format not in (0, 1) or not is_int(payload_format):
+                problem(Reason.PAYLOAD_FORMAT_INDICATOR, f"{payload_format!r} is not 0 or 1")
+            parts.append(f',"payloadFormatIndicator":{payload_format}')
+        if content_type is not None:
+            if not isinstance(content_type, str):
+                problem(Reason.CONTENT_TYPE, f"not a string but {_kind(content_type)}")
+            else:
+                parts.append(f',"contentType":{encode_basestring_ascii(content_type)}')
+        if response_topic is not None:
+            response_problem = _topic_problem(response_topic)
+            if response_problem is not None:
+                problem(Reason.RESPONSE_TOPIC, response_problem)
+            else:
+                parts.append(f',"responseTopic":{encode_basestring_ascii(response_topic)}')
+        if correlation is not None:
+            if type(correlation) is not bytes:
+                problem(Reason.CORRELATION_DATA, f"not bytea but {_kind(correlation)}")
+            else:
+                encoded = b2a_base64(correlation, newline=False).decode()
+                parts.append(f',"correlationData":"{encoded}"')
+        properties = self._user_properties(row[schema.USER_PROPERTIES])
+        if isinstance(properties, Problem):
+            problem(properties.reason, properties.detail)
+        elif properties:
+            parts.append(properties)
+        if expiry is not None:
+            parts.append(f',"expiresAt":{deadline_ms}')
+        return "".join(parts)
+
+    def _user_properties(self, value: object) -> str | Problem:
+        """The `"userProperties"` field ("" when none), or what is wrong with `value`."""
+        if value is None:
+            return ""
+        known = self._properties.get(value) if type(value) is str else None
+        if known is not None:
+            return known
+        pairs = user_properties_of(value)
+        fragment: str | Problem
+        if isinstance(pairs, str):
+            fragment = Problem("", None, Reason.USER_PROPERTIES, pairs)
+        elif pairs:
+            props = ",".join(
+                f'{{"k":{encode_basestring_ascii(k)},"v":{encode_basestring_ascii(v)}}}'
+                for k, v in pairs
+            )
+            fragment = f',"userProperties":{{"props":[{props}]}}'
         else:
-            parts.append(f',"contentType":{encode_basestring_ascii(content_type)}')
-    if response_topic is not None:
-        response_problem = _topic_problem(response_topic)
-        if response_problem is not None:
-            problem(Reason.RESPONSE_TOPIC, response_problem)
-        else:
-            parts.append(f',"responseTopic":{encode_basestring_ascii(response_topic)}')
-    if correlation is not None:
-        if type(correlation) is not bytes:
-            problem(Reason.CORRELATION_DATA, f"not bytea but {_kind(correlation)}")
-        else:
-            parts.append(f',"correlationData":"{b2a_base64(correlation, newline=False).decode()}"')
-    pairs = user_properties_of(row[schema.USER_PROPERTIES])
-    if isinstance(pairs, str):
-        problem(Reason.USER_PROPERTIES, pairs)
-    elif pairs:
-        props = ",".join(
-            f'{{"k":{encode_basestring_ascii(k)},"v":{encode_basestring_ascii(v)}}}'
-            for k, v in pairs
-        )
-        parts.append(f',"userProperties":{{"props":[{props}]}}')
-    if expiry is not None:
-        parts.append(f',"expiresAt":{deadline_ms}')
-    return "".join(parts)
+            fragment = ""
+        if type(value) is str:
+            if len(self._properties) >= MAX_REMEMBERED_PROPERTIES:
+                self._properties.clear()
+            self._properties[value] = fragment
+        return fragment
 
 
 def user_properties_of(value: object) -> list[tuple[str, str]] | str:

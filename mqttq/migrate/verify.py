@@ -72,8 +72,9 @@ def compare(plan: ClientPlan, state: RedisClientState, prefix: str, now_ms: int)
     """The first difference between a client's plan and Redis, or None."""
     if state.marker is None:
         return "not migrated: Redis has no migration marker for this client"
-    optional = {e.serial for e in plan.entries if e.deadline_ms <= now_ms + TOLERANCE_MS}
-    expected = [e for e in plan.entries if e.serial not in optional]
+    entries = plan.entries
+    optional = {e.serial for e in entries if e.deadline_ms <= now_ms + TOLERANCE_MS}
+    expected = [e for e in entries if e.serial not in optional]
     actual = [a for a in state.entries if a[2] is not None and a[0] not in optional]
     if len(expected) != len(actual):
         return f"count: {len(expected)} messages in PostgreSQL, {len(actual)} in Redis"
@@ -152,7 +153,7 @@ class Verifier:
             self.report.clients_not_compared += 1
             return
         self._batch.append(plan)
-        self._entries += len(plan.entries) + 1
+        self._entries += plan.count + 1
         if self._entries >= BATCH_ENTRIES:
             await self._flush()
 
@@ -168,7 +169,7 @@ class Verifier:
                 report.clients_not_compared += 1  # another session holds it (skip)
                 continue
             difference = compare(plan, state, self.redis.key_prefix, now)
-            report.messages_checked += len(plan.entries)
+            report.messages_checked += plan.count
             if difference is None:
                 report.clients_equal += 1
             else:

@@ -175,6 +175,11 @@ class Router:
         for topic_filter in list(subscriptions):
             self.unsubscribe(client_id, topic_filter)
 
+    def has_subscription(self, client_id: str, topic_filter: str) -> bool:
+        """True when `client_id` holds a subscription on exactly `topic_filter`."""
+        subscriptions = self._clients.get(client_id)
+        return subscriptions is not None and topic_filter in subscriptions
+
     def subscriptions_of(self, client_id: str) -> list[Subscription]:
         """The client's subscriptions in the order they were first made."""
         subscriptions = self._clients.get(client_id)

@@ -72,13 +72,13 @@ class CompositeStorage:
         await self.sessions_and_retained.delete_session(client_id)
         await self.queues.clear(client_id)
 
-    async def load_retained(self, now: float) -> list[Message]:
-        """Every retained message not expired at `now`."""
+    async def load_retained(self, now: float) -> list[tuple[str, Message]]:
+        """Every (tenant, retained message) not expired at `now`."""
         return await self.sessions_and_retained.load_retained(now)
 
-    async def set_retained(self, topic: str, message: Message | None) -> None:
-        """Store (or with None, clear) the retained message of `topic`."""
-        await self.sessions_and_retained.set_retained(topic, message)
+    async def set_retained(self, tenant: str, topic: str, message: Message | None) -> None:
+        """Store (or with None, clear) the retained message of `topic` in `tenant`."""
+        await self.sessions_and_retained.set_retained(tenant, topic, message)
 
     # --- queues ------------------------------------------------------------------------
 

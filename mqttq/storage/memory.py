@@ -53,7 +53,8 @@ class MemoryStorage:
         self._closed = False
         self._sessions: dict[str, SessionRecord] = {}
         self._queues: dict[str, _ClientQueue] = {}
-        self._retained: dict[str, Message] = {}
+        self._retained: dict[tuple[str, str], Message] = {}
+        """(tenant, topic) -> retained message."""
 
     def _check(self) -> None:
         if not self._open:
@@ -146,20 +147,22 @@ class MemoryStorage:
         self._check()
         self._queues.pop(client_id, None)
 
-    async def load_retained(self, now: float) -> list[Message]:
-        """Every retained message not expired at `now` [MQTT-3.3.2-5]; expired ones go."""
+    async def load_retained(self, now: float) -> list[tuple[str, Message]]:
+        """Every (tenant, retained message) not expired at `now` [MQTT-3.3.2-5]; expired
+        ones go."""
         self._check()
-        for topic in [t for t, m in self._retained.items() if m.is_expired(now)]:
-            del self._retained[topic]
-        return list(self._retained.values())
+        for key in [k for k, m in self._retained.items() if m.is_expired(now)]:
+            del self._retained[key]
+        return [(tenant, message) for (tenant, _), message in self._retained.items()]
 
-    async def set_retained(self, topic: str, message: Message | None) -> None:
-        """Store, replace or (with None) clear the retained message of `topic` [MQTT-3.3.1-5]."""
+    async def set_retained(self, tenant: str, topic: str, message: Message | None) -> None:
+        """Store, replace or (with None) clear the retained message of `topic` in `tenant`
+        [MQTT-3.3.1-5]."""
         self._check()
         if message is None:
-            self._retained.pop(topic, None)
+            self._retained.pop((tenant, topic), None)
         else:
-            self._retained[topic] = message
+            self._retained[(tenant, topic)] = message
 
 
 def _copy(record: SessionRecord) -> SessionRecord:

@@ -36,6 +36,8 @@ class SessionRecord:
     disconnected_at: float | None = None
     """Wall-clock time of the last disconnect; None while connected."""
     client_type: str = "DEVICE"
+    tenant: str = "default"
+    """The tenant whose namespace the session's subscriptions live in."""
 
 
 @dataclass(slots=True)
@@ -95,12 +97,14 @@ class MessageQueueStore(Protocol):
 
 
 class RetainedStore(Protocol):
-    async def load_retained(self, now: float) -> list[Message]:
-        """Every retained message not expired at `now`."""
+    """Retained messages, one per (tenant, topic): each tenant has its own topic space."""
+
+    async def load_retained(self, now: float) -> list[tuple[str, Message]]:
+        """Every (tenant, retained message) not expired at `now`."""
         ...
 
-    async def set_retained(self, topic: str, message: Message | None) -> None:
-        """Store (or with None, clear) the retained message of `topic`."""
+    async def set_retained(self, tenant: str, topic: str, message: Message | None) -> None:
+        """Store (or with None, clear) the retained message of `topic` in `tenant`."""
         ...
 
 

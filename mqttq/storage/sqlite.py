@@ -90,6 +90,7 @@ class SqliteStorage:
             record.disconnected_at,
             record.client_type,
             _subscriptions_to_json(record.subscriptions),
+            record.tenant,
         )
         await self._writer.submit(_statement(_SAVE_SESSION, row))
 
@@ -134,21 +135,22 @@ class SqliteStorage:
 
     # --- retained -------------------------------------------------------------------
 
-    async def load_retained(self, now: float) -> list[Message]:
-        """Every retained message not expired at `now` [MQTT-3.3.2-5]; expired ones are
-        deleted, unreadable ones logged and skipped."""
+    async def load_retained(self, now: float) -> list[tuple[str, Message]]:
+        """Every (tenant, retained message) not expired at `now` [MQTT-3.3.2-5]; expired
+        ones are deleted, unreadable ones logged and skipped."""
         return await self._writer.submit(lambda conn: _load_retained(conn, now))
 
-    async def set_retained(self, topic: str, message: Message | None) -> None:
-        """Store, replace or (with None) clear the retained message of `topic` [MQTT-3.3.1-5]."""
+    async def set_retained(self, tenant: str, topic: str, message: Message | None) -> None:
+        """Store, replace or (with None) clear the retained message of `topic` in `tenant`
+        [MQTT-3.3.1-5]."""
         if message is None:
-            await self._writer.submit(_statement(_CLEAR_RETAINED, (topic,)))
+            await self._writer.submit(_statement(_CLEAR_RETAINED, (tenant, topic)))
             return
 
         def job(conn: sqlite3.Connection) -> None:
             # Encoded on the writer thread: a large payload's base64 stays off the loop.
             text = message_to_json(message, client_id=message.publisher_id, packet_id=0)
-            conn.execute(_SET_RETAINED, (topic, text, message.expires_at))
+            conn.execute(_SET_RETAINED, (tenant, topic, text, message.expires_at))
 
         await self._writer.submit(job)
 
@@ -273,9 +275,14 @@ class SqliteStorage:
         self._counters[client_id] = _Counters(0, 0, 0)
 
 
-_SAVE_SESSION = "INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?, ?, ?)"
-_SET_RETAINED = "INSERT OR REPLACE INTO retained VALUES (?, ?, ?)"
-_CLEAR_RETAINED = "DELETE FROM retained WHERE topic = ?"
+_SAVE_SESSION = (
+    "INSERT OR REPLACE INTO sessions (client_id, protocol_level, session_expiry_interval,"
+    " disconnected_at, client_type, subscriptions, tenant) VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+_SET_RETAINED = (
+    "INSERT OR REPLACE INTO retained (tenant, topic, message, expires_at) VALUES (?, ?, ?, ?)"
+)
+_CLEAR_RETAINED = "DELETE FROM retained WHERE tenant = ? AND topic = ?"
 _INSERT_ENTRY = (
     "INSERT INTO queue (client_id, serial, packet_id, pubrel, message, expires_at)"
     " VALUES (?, ?, ?, 0, ?, ?)"
@@ -311,9 +318,9 @@ def _statement(sql: str, params: tuple[Any, ...]) -> Callable[[sqlite3.Connectio
 
 def _load_sessions(conn: sqlite3.Connection) -> list[SessionRecord]:
     records = []
-    for client_id, level, expiry, disconnected_at, client_type, subs in conn.execute(
+    for client_id, level, expiry, disconnected_at, client_type, subs, tenant in conn.execute(
         "SELECT client_id, protocol_level, session_expiry_interval, disconnected_at,"
-        " client_type, subscriptions FROM sessions"
+        " client_type, subscriptions, tenant FROM sessions"
     ):
         try:
             subscriptions = _subscriptions_from_json(subs)
@@ -321,20 +328,24 @@ def _load_sessions(conn: sqlite3.Connection) -> list[SessionRecord]:
             _log.error("skipping session %r with unreadable subscriptions: %s", client_id, exc)
             continue
         records.append(
-            SessionRecord(client_id, level, expiry, subscriptions, disconnected_at, client_type)
+            SessionRecord(
+                client_id, level, expiry, subscriptions, disconnected_at, client_type, tenant
+            )
         )
     return records
 
 
-def _load_retained(conn: sqlite3.Connection, now: float) -> list[Message]:
+def _load_retained(conn: sqlite3.Connection, now: float) -> list[tuple[str, Message]]:
     messages = []
     expired = False
-    for topic, text, expires_at in conn.execute("SELECT topic, message, expires_at FROM retained"):
+    for tenant, topic, text, expires_at in conn.execute(
+        "SELECT tenant, topic, message, expires_at FROM retained"
+    ):
         if expires_at is not None and now >= expires_at:
             expired = True
             continue
         try:
-            messages.append(message_from_json(text).message)
+            messages.append((tenant, message_from_json(text).message))
         except StorageError as exc:
             _log.error("skipping unreadable retained message of %r: %s", topic, exc)
     if expired:

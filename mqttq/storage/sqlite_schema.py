@@ -14,7 +14,8 @@ from typing import Final
 
 from mqttq.errors import StorageError
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
+"""1: the first layout; 2: sessions and retained messages carry their tenant."""
 
 _TABLES: Final = (
     """CREATE TABLE IF NOT EXISTS schema_version (
@@ -26,7 +27,8 @@ _TABLES: Final = (
         session_expiry_interval INTEGER NOT NULL,
         disconnected_at REAL,
         client_type TEXT NOT NULL,
-        subscriptions TEXT NOT NULL
+        subscriptions TEXT NOT NULL,
+        tenant TEXT NOT NULL DEFAULT 'default'
     ) WITHOUT ROWID""",
     # serial only grows per client, across the packet-id wrap: it alone orders a queue.
     # A rowid table, not WITHOUT ROWID on (client_id, serial): new rows append to the
@@ -51,11 +53,31 @@ _TABLES: Final = (
         last_packet_id INTEGER NOT NULL
     ) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS retained (
-        topic TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        topic TEXT NOT NULL,
         message TEXT NOT NULL,
-        expires_at REAL
+        expires_at REAL,
+        PRIMARY KEY (tenant, topic)
     ) WITHOUT ROWID""",
 )
+
+_UPGRADES: Final[dict[int, tuple[str, ...]]] = {
+    # 1 -> 2: every existing session and retained message belongs to the default tenant.
+    1: (
+        "ALTER TABLE sessions ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default'",
+        "ALTER TABLE retained RENAME TO retained_v1",
+        """CREATE TABLE retained (
+            tenant TEXT NOT NULL,
+            topic TEXT NOT NULL,
+            message TEXT NOT NULL,
+            expires_at REAL,
+            PRIMARY KEY (tenant, topic)
+        ) WITHOUT ROWID""",
+        "INSERT INTO retained SELECT 'default', topic, message, expires_at FROM retained_v1",
+        "DROP TABLE retained_v1",
+    ),
+}
+"""Statements that bring a file of version N to N + 1."""
 
 
 def connect(path: Path) -> sqlite3.Connection:
@@ -89,17 +111,24 @@ def connect(path: Path) -> sqlite3.Connection:
 def _create_schema(conn: sqlite3.Connection, path: Path) -> None:
     conn.execute("BEGIN IMMEDIATE")
     try:
-        for statement in _TABLES:
-            conn.execute(statement)
+        conn.execute(_TABLES[0])
         row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
         version = row[0]
-        if version is None:
-            conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
-        elif version > SCHEMA_VERSION:
+        if version is not None and version > SCHEMA_VERSION:
             raise StorageError(
                 f"SQLite database {path} has schema version {version}; "
                 f"this mqttq knows up to {SCHEMA_VERSION}"
             )
+        if version is not None:
+            while version < SCHEMA_VERSION:
+                for statement in _UPGRADES[version]:
+                    conn.execute(statement)
+                version += 1
+            conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
+        for statement in _TABLES[1:]:
+            conn.execute(statement)
+        if row[0] is None:
+            conn.execute("INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,))
         conn.execute("COMMIT")
     except BaseException:
         conn.execute("ROLLBACK")

@@ -245,16 +245,44 @@ def test_retained_set_replace_clear_and_expiry(make_storage: StorageFactory) -> 
         b = msg(2, topic="r/b")
         c = msg(3, topic="r/c", expires_at=50.0)
         for m in (a1, b, c):
-            await s.set_retained(m.topic, m)
-        assert sorted(await s.load_retained(10), key=lambda m: m.topic) == [a1, b, c]
-        await s.set_retained("r/a", a2)
-        await s.set_retained("r/b", None)
-        await s.set_retained("r/none", None)
-        assert sorted(await s.load_retained(10), key=lambda m: m.topic) == [a2, c]
-        assert await s.load_retained(50.0) == [a2]
-        assert await s.load_retained(0) == [a2]
+            await s.set_retained("default", m.topic, m)
+        assert await retained(s, 10) == [("default", a1), ("default", b), ("default", c)]
+        await s.set_retained("default", "r/a", a2)
+        await s.set_retained("default", "r/b", None)
+        await s.set_retained("default", "r/none", None)
+        assert await retained(s, 10) == [("default", a2), ("default", c)]
+        assert await retained(s, 50.0) == [("default", a2)]
+        assert await retained(s, 0) == [("default", a2)]
 
     run_with(make_storage(), body)
+
+
+def test_retained_messages_are_kept_per_tenant(make_storage: StorageFactory) -> None:
+    async def body(s: Storage) -> None:
+        one = msg(1, topic="t")
+        two = msg(2, topic="t")
+        await s.set_retained("acme", "t", one)
+        await s.set_retained("globex", "t", two)
+        assert await retained(s, 0) == [("acme", one), ("globex", two)]
+        await s.set_retained("acme", "t", None)  # clears acme's only
+        assert await retained(s, 0) == [("globex", two)]
+
+    run_with(make_storage(), body)
+
+
+def test_session_records_keep_their_tenant(make_storage: StorageFactory) -> None:
+    async def body(s: Storage) -> None:
+        await s.save_session(replace(record("a", "x/#"), tenant="acme"))
+        await s.save_session(record("b", "y"))
+        loaded = sorted(await s.load_sessions(), key=lambda r: r.client_id)
+        assert [(r.client_id, r.tenant) for r in loaded] == [("a", "acme"), ("b", "default")]
+
+    run_with(make_storage(), body)
+
+
+async def retained(s: Storage, now: float) -> list[tuple[str, Message]]:
+    """load_retained, ordered by (tenant, topic)."""
+    return sorted(await s.load_retained(now), key=lambda item: (item[0], item[1].topic))
 
 
 def test_500_concurrent_enqueues_all_succeed(make_storage: StorageFactory) -> None:
@@ -302,7 +330,7 @@ def test_sqlite_state_survives_reopen(tmp_path: Path) -> None:
         await s.remove("a", 1)
         await s.mark_pubrel("a", 2)
         await s.remove("b", 1)  # b's queue is empty now; its counters must stay
-        await s.set_retained("r", full_message())
+        await s.set_retained("default", "r", full_message())
 
     async def second(s: Storage) -> None:
         assert await s.load_sessions() == [record("a", "x/#")]
@@ -310,7 +338,7 @@ def test_sqlite_state_survives_reopen(tmp_path: Path) -> None:
         assert ids(fetched) == [(2, 2), (3, 3), (4, 4)]
         assert [e.pubrel for e in fetched] == [True, False, False]
         assert payloads(fetched) == [b"p2", b"p3", b"p4"]
-        assert await s.load_retained(0) == [full_message()]
+        assert await s.load_retained(0) == [("default", full_message())]
         more = await s.enqueue([("a", msg(5)), ("b", msg(10))])
         assert ids(more) == [(5, 5), (2, 2)]
 
@@ -327,8 +355,8 @@ def test_sqlite_skips_unreadable_entries(tmp_path: Path) -> None:
 
     async def fill(s: Storage) -> None:
         await s.enqueue([("a", msg(1)), ("a", msg(2))])
-        await s.set_retained("r", msg(3, topic="r"))
-        await s.set_retained("q", msg(4, topic="q"))
+        await s.set_retained("default", "r", msg(3, topic="r"))
+        await s.set_retained("default", "q", msg(4, topic="q"))
 
     run_with(SqliteStorage(path), fill)
     with sqlite3.connect(path) as conn:
@@ -338,7 +366,7 @@ def test_sqlite_skips_unreadable_entries(tmp_path: Path) -> None:
 
     async def check(s: Storage) -> None:
         assert payloads(await s.fetch("a", 0)) == [b"p2"]
-        assert [m.topic for m in await s.load_retained(0)] == ["q"]
+        assert [m.topic for _, m in await s.load_retained(0)] == ["q"]
         await s.mark_pubrel("a", 1)  # a corrupt entry must not break the call
 
     run_with(SqliteStorage(path), check)
@@ -363,11 +391,11 @@ def test_sqlite_writer_fails_only_the_failing_job(tmp_path: Path) -> None:
         await writer.open()
 
         def bad(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT INTO retained VALUES ('bad', '{}', NULL)")
+            conn.execute("INSERT INTO retained VALUES ('t', 'bad', '{}', NULL)")
             raise RuntimeError("boom")
 
         def good(conn: sqlite3.Connection) -> int:
-            conn.execute("INSERT INTO retained VALUES ('good', '{}', NULL)")
+            conn.execute("INSERT INTO retained VALUES ('t', 'good', '{}', NULL)")
             return 7
 
         def topics(conn: sqlite3.Connection) -> list[str]:
@@ -412,7 +440,7 @@ def test_sqlite_failed_commit_fails_the_whole_batch(tmp_path: Path) -> None:
         release, held = await hold(writer)
         doomed: list[asyncio.Future[Any]] = [
             asyncio.ensure_future(s.enqueue([("a", msg(2))])),
-            asyncio.ensure_future(s.set_retained("r", msg(3, topic="r"))),
+            asyncio.ensure_future(s.set_retained("default", "r", msg(3, topic="r"))),
             asyncio.ensure_future(s.enqueue([("b", msg(4))])),
         ]
         await asyncio.sleep(0)  # the tasks above submit their jobs
@@ -476,3 +504,45 @@ def test_a_packet_id_still_queued_is_skipped(make_storage: StorageFactory) -> No
         assert payloads(await s.fetch("a", 0)) == [b"p2", b"p3"]
 
     run_with(make_storage(queue_limit=65535), body)
+
+
+def test_sqlite_upgrades_a_version_1_file(tmp_path: Path) -> None:
+    """A data dir written before tenants existed opens with everything in "default"."""
+    path = tmp_path / "mqttq.db"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(
+            """
+            CREATE TABLE schema_version (version INTEGER NOT NULL);
+            INSERT INTO schema_version VALUES (1);
+            CREATE TABLE sessions (client_id TEXT PRIMARY KEY, protocol_level INTEGER NOT NULL,
+                session_expiry_interval INTEGER NOT NULL, disconnected_at REAL,
+                client_type TEXT NOT NULL, subscriptions TEXT NOT NULL) WITHOUT ROWID;
+            INSERT INTO sessions VALUES ('old', 5, 60, 12.5, 'DEVICE', '[]');
+            CREATE TABLE retained (topic TEXT PRIMARY KEY, message TEXT NOT NULL,
+                expires_at REAL) WITHOUT ROWID;
+            """
+        )
+    conn.close()
+
+    async def fill(s: Storage) -> None:  # the retained row is written the v2 way, then moved
+        await s.set_retained("default", "r", msg(3, topic="r"))
+
+    scratch = tmp_path / "scratch.db"
+    run_with(SqliteStorage(scratch), fill)
+    with sqlite3.connect(scratch) as src, sqlite3.connect(path) as dst:
+        row = src.execute("SELECT topic, message, expires_at FROM retained").fetchone()
+        dst.execute("INSERT INTO retained VALUES (?, ?, ?)", row)
+    src.close()
+    dst.close()
+
+    async def check(s: Storage) -> None:
+        sessions = await s.load_sessions()
+        assert [(r.client_id, r.tenant, r.disconnected_at) for r in sessions] == [
+            ("old", "default", 12.5)
+        ]
+        assert [(t, m.topic) for t, m in await s.load_retained(0)] == [("default", "r")]
+
+    run_with(SqliteStorage(path), check)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(2,)]
+    conn.close()

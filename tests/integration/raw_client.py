@@ -189,12 +189,21 @@ class RawClient:
         props: PropList = (),
         will: Will | None = None,
         expect_success: bool = True,
+        username: str | None = None,
+        password: bytes | None = None,
     ) -> Packet:
         """Send CONNECT and return the CONNACK (asserting success unless told otherwise)."""
         self.v5 = level == 5
         self.send(
             connect_packet(
-                client_id, level=level, clean=clean, keepalive=keepalive, props=props, will=will
+                client_id,
+                level=level,
+                clean=clean,
+                keepalive=keepalive,
+                props=props,
+                will=will,
+                username=username,
+                password=password,
             )
         )
         connack = self.recv()

@@ -95,6 +95,7 @@ def mqttq_port(tmp_path_factory: pytest.TempPathFactory) -> Iterator[int]:
     workdir = tmp_path_factory.mktemp("mqttq")
     ready = workdir / "ready.json"
     env = {k: v for k, v in os.environ.items() if not k.startswith("MQTTQ_")}
+    env["MQTTQ_ADMIN__PORT"] = "0"
     command = [sys.executable, "-m", "mqttq", "serve", "--port", "0"]
     command += ["--data-dir", str(workdir / "data"), "--ready-file", str(ready)]
     log = (workdir / "mqttq.log").open("ab")

@@ -35,6 +35,7 @@ CONNACK_ACCEPTED = bytes.fromhex("20020000")
 def clean_env(**extra: str) -> dict[str, str]:
     """The test's environment without MQTTQ_* settings a developer may have exported."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("MQTTQ_")}
+    env["MQTTQ_ADMIN__PORT"] = "0"  # brokers run side by side: never the fixed default port
     env.update(extra)
     return env
 
@@ -219,7 +220,7 @@ def test_unreadable_config_file_names_the_file(
 def test_readme_documents_every_config_key() -> None:
     readme = (REPO / "README.md").read_text()
     for key, _, _ in iter_keys():
-        name = key.partition(".")[2]
+        name = key.rpartition(".")[2]
         assert f"| `{name}` |" in readme, f"README has no table row for {key}"
         assert env_var_name(key) in readme, f"README misses {env_var_name(key)}"
 

@@ -86,7 +86,12 @@ class RC:
     RECEIVE_MAXIMUM_EXCEEDED = 0x93
     TOPIC_ALIAS_INVALID = 0x94
     PACKET_TOO_LARGE = 0x95
+    BAD_USER_NAME_OR_PASSWORD = 0x86
+    NOT_AUTHORIZED = 0x87
     QUOTA_EXCEEDED = 0x97
+    ADMINISTRATIVE_ACTION = 0x98
+    CONNECTION_RATE_EXCEEDED = 0x9F
+    CLIENT_IDENTIFIER_NOT_VALID = 0x85
 
 
 _BYTE, _U16, _U32, _VARINT, _STR, _BIN, _PAIR = range(7)
@@ -168,10 +173,16 @@ def connect_packet(
     will: Will | None = None,
     protocol_name: str | None = None,
     reserved_flag: bool = False,
+    username: str | None = None,
+    password: bytes | None = None,
 ) -> bytes:
     """CONNECT [MQTT-3.1]; level 3 uses protocol name "MQIsdp", 4 and 5 "MQTT"."""
     name = protocol_name if protocol_name is not None else ("MQIsdp" if level == 3 else "MQTT")
     flags = (0x02 if clean else 0) | (0x01 if reserved_flag else 0)
+    if username is not None:
+        flags |= 0x80
+    if password is not None:
+        flags |= 0x40
     if will is not None:
         flags |= 0x04 | will.qos << 3 | (0x20 if will.retain else 0)
     body = utf8(name) + bytes([level, flags]) + struct.pack("!H", keepalive)
@@ -182,6 +193,10 @@ def connect_packet(
         if level == 5:
             body += encode_props(will.props)
         body += utf8(will.topic) + utf8(will.payload)
+    if username is not None:
+        body += utf8(username)
+    if password is not None:
+        body += utf8(password)
     return packet(CONNECT, 0, body)
 
 

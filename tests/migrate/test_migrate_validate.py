@@ -40,11 +40,8 @@ def row(
     content_type: Any = None,
     response_topic: Any = None,
     correlation: Any = None,
-    session: tuple[Any, Any] | None = None,
 ) -> tuple[Any, ...]:
-    """A message row in the positions of `schema` (session counters at the end)."""
-    has_session = session is not None
-    session_serial, session_id = session if session is not None else (None, None)
+    """A message row in the positions of `schema`."""
     return (
         client_id,
         serial,
@@ -61,17 +58,20 @@ def row(
         content_type,
         response_topic,
         correlation,
-        has_session,
-        session_serial,
-        session_id,
     )
 
 
 def plan_of(
-    rows: list[tuple[Any, ...]], *, limit: int = 10_000, default_ttl: int = 3600
+    rows: list[tuple[Any, ...]],
+    *,
+    limit: int = 10_000,
+    default_ttl: int = 3600,
+    session: tuple[Any, Any] | None = None,
+    planner: Planner | None = None,
 ) -> ClientPlan:
-    planner = Planner(limit, default_ttl)
-    client = planner.rows_of(rows[0])
+    """The plan of one client's rows; `session`: its device_session_ctx counters."""
+    planner = planner or Planner(limit, default_ttl)
+    client = planner.rows_of(rows[0], session)
     for r in rows:
         client.kept.append(r)
     client.total = len(rows)
@@ -266,8 +266,8 @@ def test_expired_rows_are_skipped_and_counted() -> None:
 
 
 def test_counters_come_from_the_session_row() -> None:
-    rows = [row("dev", 70_000, packet_id=4465, session=(70_010, 4475))]
-    plan = plan_of(rows)
+    rows = [row("dev", 70_000, packet_id=4465)]
+    plan = plan_of(rows, session=(70_010, 4475))
     assert (plan.last_packet_id, plan.last_serial) == (4475, 70_010)
 
 
@@ -277,12 +277,12 @@ def test_counters_without_a_session_row_come_from_the_newest_row() -> None:
 
 
 def test_serial_never_goes_back_behind_a_row() -> None:
-    plan = plan_of([row("dev", 500, packet_id=5, session=(10, None))])
+    plan = plan_of([row("dev", 500, packet_id=5)], session=(10, None))
     assert (plan.last_packet_id, plan.last_serial) == (5, 500)
 
 
 def test_bad_session_counters_reject_the_client() -> None:
-    plan = plan_of([row("dev", 1, session=(-1, 70_000))])
+    plan = plan_of([row("dev", 1)], session=(-1, 70_000))
     assert sorted(p.detail.split()[0] for p in plan.problems) == [
         "last_packet_id",
         "last_serial_number",

@@ -138,8 +138,51 @@ def test_every_default_round_trips_through_its_env_var(
 ) -> None:
     text = str(default).lower() if isinstance(default, bool) else str(default)
     settings = parse_settings(None, {env_var_name(key): text}, {})
-    section, _, name = key.partition(".")
-    assert getattr(getattr(settings, section), name) == default
+    assert _lookup(settings, key) == default
+
+
+def _lookup(settings: object, key: str) -> object:
+    """The value of a dotted key (`mqtt_limit.cluster.max_topics`) in the settings tree."""
+    value = settings
+    for part in key.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def test_nested_limit_sections_from_toml_and_env() -> None:
+    text = "[mqtt_limit]\nrate_wait_ms = 5\n[mqtt_limit.cluster]\nmax_topics = 3\n"
+    env = {"MQTTQ_MQTT_LIMIT_TENANT__MAX_PUBLISH_RATE": "7.5"}
+    settings = parse_settings(text, env, {})
+    assert settings.mqtt_limit.rate_wait_ms == 5.0
+    assert settings.mqtt_limit.cluster.max_topics == 3
+    assert settings.mqtt_limit.tenant.max_publish_rate == 7.5
+    assert (
+        settings.mqtt_limit.cluster.max_publish_rate
+        == settings.mqtt_limit.tenant.max_topics * 0 + 1_000_000.0
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        (
+            "[mqtt_limit.cluster]\nmax_topics = -1\n",
+            "mqtt_limit.cluster.max_topics': must be 0 or more",
+        ),
+        (
+            "[mqtt_limit.tenant]\nmax_publish_rate = 'x'\n",
+            "mqtt_limit.tenant.max_publish_rate': expected a number",
+        ),
+        ("[mqtt_limit.cluster]\nmax_topic = 1\n", "did you mean 'mqtt_limit.cluster.max_topics'"),
+        ("[mqtt_limit]\ncluster = 3\n", "mqtt_limit.cluster': must be a table"),
+        ("[auth]\nanonymous = 'sometimes'\n", "must be one of always, loopback, never"),
+        ("[postgres]\nurl = 'mysql://x'\n", "must start with postgresql://"),
+    ],
+)
+def test_limit_and_auth_errors_name_the_key(text: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_settings(text, {}, {})
+    assert fragment in str(caught.value)
 
 
 @pytest.mark.parametrize(
@@ -287,9 +330,12 @@ def test_env_var_name(key: str, expected: str) -> None:
 def test_iter_keys_covers_every_field_once() -> None:
     keys = [key for key, _, _ in iter_keys()]
     assert len(keys) == len(set(keys))
-    expected = {
-        f"{section.name}.{f.name}"
-        for section in dataclasses.fields(Settings)
-        for f in dataclasses.fields(getattr(Settings(), section.name))
-    }
+    expected = set()
+    for section in dataclasses.fields(Settings):
+        for f in dataclasses.fields(getattr(Settings(), section.name)):
+            value = getattr(getattr(Settings(), section.name), f.name)
+            if dataclasses.is_dataclass(value):  # [mqtt_limit.cluster] and the like
+                expected |= {f"{section.name}.{f.name}.{g.name}" for g in dataclasses.fields(value)}
+            else:
+                expected.add(f"{section.name}.{f.name}")
     assert set(keys) == expected

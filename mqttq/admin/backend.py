@@ -1,0 +1,132 @@
+"""AdminBackend: what the admin HTTP API asks of a running broker.
+
+The HTTP layer (mqttq.admin.server) parses and validates requests, checks the token and the
+per-URI rate, and turns results into JSON; everything it reads or changes goes through this
+port, which the broker implements (mqttq.broker.admin_backend.BrokerAdmin). Values returned
+are JSON-ready (str, int, float, bool, None, lists and dicts of those).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from mqttq.auth.model import Credential, Tenant
+from mqttq.limits.quota import Quota
+
+__all__ = ["AdminBackend", "HistogramSnapshot", "MetricsSnapshot", "UnknownTenant"]
+
+JSON = dict[str, Any]
+
+
+class UnknownTenant(LookupError):
+    """The tenant named in a request has no row (404)."""
+
+
+@dataclass(slots=True)
+class HistogramSnapshot:
+    """A cumulative histogram as Prometheus wants it."""
+
+    buckets: list[tuple[float, int]]
+    """(upper bound in seconds, observations <= bound), ascending; the last bound is inf."""
+    total: float
+    """Sum of observed values (seconds)."""
+    count: int
+
+
+@dataclass(slots=True)
+class MetricsSnapshot:
+    """Everything /metrics exposes, read at scrape time."""
+
+    counters: dict[str, int]
+    """Broker.statistics(): connections, sessions, messages_in_qos0.., dropped, ..."""
+    refusals: dict[tuple[str, str], int]
+    """(tenant, reason) -> refused operations; reasons: connection_rate, connections,
+    sessions, topics, publish_rate, tcp_rate, not_authorized, bad_credentials, acl_publish,
+    acl_subscribe, receive_maximum."""
+    tenants: dict[str, dict[str, int]]
+    """tenant -> {"connections": n, "sessions": n, "topics": n} (tenants seen on this node)."""
+    storage_latency: dict[str, HistogramSnapshot] = field(default_factory=dict)
+    """Storage operation (enqueue, fetch, remove, save_session, ...) -> latency."""
+
+
+class AdminBackend(Protocol):
+    """The broker as the admin API sees it (see module docstring)."""
+
+    def health(self) -> JSON:
+        """{"status": "ok", "version": ..., "uptime_seconds": ..., "mqtt_port": ...}."""
+        ...
+
+    def metrics(self) -> MetricsSnapshot: ...
+
+    # sessions --------------------------------------------------------------------------
+    def list_sessions(self, tenant: str | None, prefix: str | None, limit: int) -> list[JSON]:
+        """Sessions (online or not) ordered by client id: client_id, tenant, connected,
+        persistent, protocol_level, expiry_interval, subscriptions (count), queued,
+        inflight, disconnected_at."""
+        ...
+
+    async def get_session(self, client_id: str) -> JSON | None:
+        """One session in detail (the list fields, its subscriptions and peer address)."""
+        ...
+
+    def disconnect_session(self, client_id: str) -> bool:
+        """Close the client's connection (5.0: DISCONNECT 0x98 Administrative action); the
+        session stays. False when the client is not connected."""
+        ...
+
+    async def remove_session(self, client_id: str) -> bool:
+        """Disconnect the client if connected and delete its session and queue."""
+        ...
+
+    def list_subscriptions(self, tenant: str | None, client_id: str | None) -> list[JSON]:
+        """client_id, tenant, topic_filter, qos, no_local, retain_as_published,
+        retain_handling, subscription_identifier."""
+        ...
+
+    # retained --------------------------------------------------------------------------
+    def list_retained(self, tenant: str | None, limit: int) -> list[JSON]:
+        """tenant, topic, qos, payload_size, payload (base64), created_at, expires_at."""
+        ...
+
+    async def delete_retained(self, tenant: str, topic: str) -> bool: ...
+
+    # tenants and limits ----------------------------------------------------------------
+    async def list_tenants(self) -> list[Tenant]: ...
+
+    async def get_tenant(self, name: str) -> Tenant | None: ...
+
+    def tenant_usage(self, name: str) -> JSON:
+        """{"connections": n, "sessions": n, "topics": n} on this node."""
+        ...
+
+    def default_tenant_quota(self) -> Quota:
+        """The quota of tenants without a row (`[mqtt_limit.tenant]`)."""
+        ...
+
+    async def put_tenant(self, name: str, quota: Quota) -> Tenant:
+        """Store the tenant's quota and apply it at once to its limiters (live)."""
+        ...
+
+    async def delete_tenant(self, name: str) -> bool:
+        """Remove the row; the tenant's clients fall back to the default quota at once."""
+        ...
+
+    def node_limits(self) -> Quota: ...
+
+    def set_node_limits(self, quota: Quota) -> Quota:
+        """Apply new node limits at once (not written to broker.toml)."""
+        ...
+
+    # credentials -----------------------------------------------------------------------
+    async def list_credentials(self, tenant: str | None) -> list[Credential]: ...
+
+    async def get_credential(self, username: str) -> Credential | None: ...
+
+    async def add_credential(self, credential: Credential) -> None:
+        """Raises mqttq.auth.ports.CredentialExists (409)."""
+        ...
+
+    async def put_credential(self, credential: Credential) -> None: ...
+
+    async def delete_credential(self, username: str) -> bool: ...

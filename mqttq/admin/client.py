@@ -1,0 +1,178 @@
+"""AdminClient: a small synchronous JSON client of the admin HTTP API (mqttq.admin.server).
+
+Used by `mqttq tenant` and `mqttq credentials` when a broker is running. One method per
+route, returning the decoded JSON body (None for 204). A JSON error answer raises
+AdminApiError with its status, message and field; a broker that cannot be reached raises
+AdminUnreachable. Plain urllib: a CLI call makes a handful of requests, and importing no
+HTTP library keeps it quick to start.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Mapping
+from http.client import HTTPException
+from typing import Any, Final
+
+from mqttq.errors import MqttqError
+
+__all__ = ["AdminApiError", "AdminClient", "AdminUnreachable"]
+
+JSON = dict[str, Any]
+
+API: Final = "/api/v1"
+
+
+class AdminApiError(MqttqError):
+    """The API answered with an error status; `field` names the offending input when the
+    API says which (400), else None."""
+
+    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+        super().__init__(f"admin API: {message} (HTTP {status})")
+        self.status = status
+        self.message = message
+        self.field = field
+
+
+class AdminUnreachable(MqttqError):
+    """No HTTP answer at `url` (refused, timed out, not HTTP)."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        super().__init__(f"cannot reach the admin API at {url}: {reason}")
+        self.url = url
+        self.reason = reason
+
+
+class AdminClient:
+    """Calls the admin API at `url` (scheme, host and port: `http://127.0.0.1:18083`)
+    with `Authorization: Bearer <token>`; each call waits at most `timeout` seconds."""
+
+    def __init__(self, url: str, token: str, timeout: float = 5.0) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        # No proxy from the environment: the admin API is usually on loopback, and a proxy
+        # would see the bearer token.
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    # health ------------------------------------------------------------------------------
+    def health(self) -> JSON:
+        """GET /health (needs no token): status, version, uptime_seconds, mqtt_port."""
+        return self._object("GET", "/health", authorize=False)
+
+    # tenants and limits ------------------------------------------------------------------
+    def list_tenants(self) -> JSON:
+        """GET /api/v1/tenants: {"default_quota": {...}, "tenants": [tenant, ...]}."""
+        return self._object("GET", f"{API}/tenants")
+
+    def get_tenant(self, name: str) -> JSON:
+        """GET /api/v1/tenants/{name}: the tenant (404 raises AdminApiError)."""
+        return self._object("GET", f"{API}/tenants/{_segment(name)}")
+
+    def put_tenant(self, name: str, fields: Mapping[str, Any]) -> JSON:
+        """PUT /api/v1/tenants/{name} with a subset of the quota fields: the tenant as
+        stored and applied."""
+        return self._object("PUT", f"{API}/tenants/{_segment(name)}", dict(fields))
+
+    def delete_tenant(self, name: str) -> None:
+        """DELETE /api/v1/tenants/{name} (404 raises AdminApiError)."""
+        self._call("DELETE", f"{API}/tenants/{_segment(name)}")
+
+    def node_limits(self) -> JSON:
+        """GET /api/v1/limits: {"node": {...}}."""
+        return self._object("GET", f"{API}/limits")
+
+    def put_node_limits(self, fields: Mapping[str, Any]) -> JSON:
+        """PUT /api/v1/limits with a subset of the quota fields: {"node": {...}}."""
+        return self._object("PUT", f"{API}/limits", dict(fields))
+
+    # credentials -------------------------------------------------------------------------
+    def list_credentials(self, tenant: str | None = None) -> JSON:
+        """GET /api/v1/credentials[?tenant=]: {"credentials": [credential, ...]}."""
+        query = "" if tenant is None else "?" + urllib.parse.urlencode({"tenant": tenant})
+        return self._object("GET", f"{API}/credentials{query}")
+
+    def get_credential(self, username: str) -> JSON:
+        """GET /api/v1/credentials/{username} (404 raises AdminApiError)."""
+        return self._object("GET", f"{API}/credentials/{_segment(username)}")
+
+    def add_credential(self, body: Mapping[str, Any]) -> JSON:
+        """POST /api/v1/credentials: the credential created (409 when the username is
+        taken)."""
+        return self._object("POST", f"{API}/credentials", dict(body))
+
+    def put_credential(self, username: str, body: Mapping[str, Any]) -> JSON:
+        """PUT /api/v1/credentials/{username} with the fields to change."""
+        return self._object("PUT", f"{API}/credentials/{_segment(username)}", dict(body))
+
+    def delete_credential(self, username: str) -> None:
+        """DELETE /api/v1/credentials/{username} (404 raises AdminApiError)."""
+        self._call("DELETE", f"{API}/credentials/{_segment(username)}")
+
+    # transport ---------------------------------------------------------------------------
+    def _object(
+        self, method: str, path: str, body: JSON | None = None, *, authorize: bool = True
+    ) -> JSON:
+        value = self._call(method, path, body, authorize=authorize)
+        if not isinstance(value, dict):
+            raise AdminApiError(200, f"{method} {path} answered {value!r}, not a JSON object")
+        return value
+
+    def _call(
+        self, method: str, path: str, body: JSON | None = None, *, authorize: bool = True
+    ) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        request = urllib.request.Request(self.url + path, data=data, method=method)
+        request.add_header("Accept", "application/json")
+        if authorize:
+            request.add_header("Authorization", f"Bearer {self.token}")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        try:
+            with self._opener.open(request, timeout=self.timeout) as response:
+                raw: bytes = response.read()
+        except urllib.error.HTTPError as error:
+            with error:
+                raise _api_error(error.code, error.read(), error.reason) from None
+        except urllib.error.URLError as error:
+            raise AdminUnreachable(self.url, _reason(error.reason)) from None
+        except (OSError, HTTPException) as error:
+            # Timeouts and connections closed mid-answer surface here, not as URLError.
+            raise AdminUnreachable(self.url, _reason(error)) from None
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise AdminApiError(200, f"{method} {path} answered something not JSON") from None
+
+
+def _segment(value: str) -> str:
+    """`value` as one path segment: a `/` or `?` in a name must not change the route."""
+    return urllib.parse.quote(value, safe="")
+
+
+def _api_error(status: int, raw: bytes, reason: object) -> AdminApiError:
+    message = str(reason) or f"HTTP {status}"
+    field: str | None = None
+    try:
+        body = json.loads(raw) if raw else None
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        if isinstance(body.get("error"), str):
+            message = body["error"]
+        if isinstance(body.get("field"), str):
+            field = body["field"]
+    return AdminApiError(status, message, field)
+
+
+def _reason(reason: object) -> str:
+    if isinstance(reason, OSError) and reason.strerror:
+        return reason.strerror.lower()
+    if isinstance(reason, TimeoutError) or str(reason) == "timed out":
+        return "timed out"
+    return str(reason) or type(reason).__name__

@@ -1,0 +1,161 @@
+"""Prometheus exposition of the broker's metrics, read from AdminBackend.metrics() at
+scrape time.
+
+Each AdminServer has its own CollectorRegistry (never the process-wide default one: two
+brokers in one process, as in tests, must not mix their numbers) holding one collector
+that turns a MetricsSnapshot into metric families. Nothing is counted here; the broker
+keeps the numbers and the snapshot is taken once per scrape.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping
+from typing import Final
+
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+from prometheus_client.registry import CollectorRegistry
+
+from mqttq.admin.backend import AdminBackend, HistogramSnapshot, MetricsSnapshot
+
+__all__ = ["CONTENT_TYPE", "AdminMetrics", "BrokerCollector"]
+
+CONTENT_TYPE: Final = CONTENT_TYPE_PLAIN_0_0_4
+"""The classic text format (version 0.0.4) that every Prometheus scrapes."""
+
+# MetricsSnapshot.counters key -> (metric name, help, is a counter).
+_PLAIN: Final = (
+    ("connections", "mqttq_connections", "Clients connected now.", False),
+    ("connections_total", "mqttq_connections", "MQTT connections accepted.", True),
+    ("sessions", "mqttq_sessions", "Sessions, online or not.", False),
+    ("sessions_persistent", "mqttq_sessions_persistent", "Persistent sessions.", False),
+    ("subscriptions", "mqttq_subscriptions", "Subscriptions of all sessions.", False),
+    ("retained", "mqttq_retained_messages", "Retained messages held.", False),
+    ("protocol_errors", "mqttq_protocol_errors", "Connections closed for a protocol error.", True),
+    ("storage_errors", "mqttq_storage_errors", "Storage operations that failed.", True),
+    ("storage_pending", "mqttq_storage_pending", "Storage operations under way.", False),
+)
+# Per-QoS counters: key prefix (qos0..qos2 appended) -> (metric name, help).
+_PER_QOS: Final = (
+    ("messages_in_qos", "mqttq_messages_received", "PUBLISH messages received from clients."),
+    ("messages_out_qos", "mqttq_messages_sent", "PUBLISH messages sent to clients."),
+    ("messages_dropped_qos", "mqttq_messages_dropped", "Messages dropped (full queue, expiry)."),
+)
+_USAGE: Final = (
+    ("connections", "mqttq_tenant_connections", "Connections of the tenant on this node."),
+    ("sessions", "mqttq_tenant_sessions", "Sessions of the tenant on this node."),
+    ("topics", "mqttq_tenant_topics", "Topics the tenant holds on this node."),
+)
+
+
+class BrokerCollector:
+    """Yields the broker's metric families from one `backend.metrics()` call, plus the
+    admin API's own refusals per route read from `refused()`."""
+
+    def __init__(self, backend: AdminBackend, refused: Callable[[], Mapping[str, int]]) -> None:
+        self.backend = backend
+        self.refused = refused
+
+    def collect(self) -> Iterator[Metric]:
+        """Every family, read now (missing snapshot keys are left out, unknown ignored)."""
+        snapshot = self.backend.metrics()
+        yield from _plain(snapshot)
+        yield from _per_qos(snapshot)
+        yield from _refusals(snapshot)
+        yield from _tenants(snapshot)
+        if snapshot.storage_latency:
+            yield _latency(snapshot.storage_latency)
+        refused = CounterMetricFamily(
+            "mqttq_admin_requests_refused",
+            "Admin API requests refused (429) by the per-URI rate limit.",
+            labels=["route"],
+        )
+        for route, count in sorted(self.refused().items()):
+            refused.add_metric([route], count)
+        yield refused
+
+
+class AdminMetrics:
+    """A private registry with one BrokerCollector; `render()` is the /metrics body."""
+
+    def __init__(self, backend: AdminBackend, refused: Callable[[], Mapping[str, int]]) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(BrokerCollector(backend, refused))
+
+    def render(self) -> bytes:
+        """The text exposition (format 0.0.4, see CONTENT_TYPE) of every family."""
+        return generate_latest(self.registry)
+
+
+def _plain(snapshot: MetricsSnapshot) -> Iterator[Metric]:
+    counters = snapshot.counters
+    for key, name, documentation, is_counter in _PLAIN:
+        value = counters.get(key)
+        if value is None:
+            continue
+        if is_counter:
+            # The exposition appends _total to a counter's name.
+            yield CounterMetricFamily(name, documentation, value=value)
+        else:
+            yield GaugeMetricFamily(name, documentation, value=value)
+
+
+def _per_qos(snapshot: MetricsSnapshot) -> Iterator[Metric]:
+    counters = snapshot.counters
+    for prefix, name, documentation in _PER_QOS:
+        family = CounterMetricFamily(name, documentation, labels=["qos"])
+        found = False
+        for qos in range(3):
+            value = counters.get(f"{prefix}{qos}")
+            if value is not None:
+                family.add_metric([str(qos)], value)
+                found = True
+        if found:
+            yield family
+
+
+def _refusals(snapshot: MetricsSnapshot) -> Iterator[Metric]:
+    family = CounterMetricFamily(
+        "mqttq_refusals",
+        "Operations refused by a limit or by authorization, per tenant and reason.",
+        labels=["tenant", "reason"],
+    )
+    for (tenant, reason), count in sorted(snapshot.refusals.items()):
+        family.add_metric([tenant, reason], count)
+    yield family
+
+
+def _tenants(snapshot: MetricsSnapshot) -> Iterator[Metric]:
+    for key, name, documentation in _USAGE:
+        family = GaugeMetricFamily(name, documentation, labels=["tenant"])
+        for tenant, usage in sorted(snapshot.tenants.items()):
+            value = usage.get(key)
+            if value is not None:
+                family.add_metric([tenant], value)
+        yield family
+
+
+def _latency(histograms: Mapping[str, HistogramSnapshot]) -> Metric:
+    family = HistogramMetricFamily(
+        "mqttq_storage_latency_seconds",
+        "Time storage operations take, per operation.",
+        labels=["op"],
+    )
+    for operation, histogram in sorted(histograms.items()):
+        buckets = [(_bound(bound), float(count)) for bound, count in histogram.buckets]
+        if not histogram.buckets or not math.isinf(histogram.buckets[-1][0]):
+            # Prometheus requires the +Inf bucket; it holds every observation.
+            buckets.append(("+Inf", float(histogram.count)))
+        family.add_metric([operation], buckets, sum_value=histogram.total)
+    return family
+
+
+def _bound(bound: float) -> str:
+    """A bucket's `le` label as Prometheus writes it."""
+    return "+Inf" if math.isinf(bound) else repr(float(bound))

@@ -1,0 +1,552 @@
+"""The OpenAPI 3.1 document of the admin API, as data (served at /openapi.json).
+
+It lists every route the server registers (mqttq.admin.routes), with its parameters,
+request body and answers; tests/admin/test_admin_openapi.py fails when the two drift.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Final
+
+from mqttq import __version__
+from mqttq.admin.validation import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    MAX_TENANT_LENGTH,
+    MAX_USERNAME_LENGTH,
+    TENANT_PATTERN,
+)
+from mqttq.limits.quota import QUOTA_FIELDS
+
+__all__ = ["OPENAPI_VERSION", "openapi_document"]
+
+OPENAPI_VERSION: Final = "3.1.0"
+
+JSON = dict[str, Any]
+
+
+def _ref(name: str) -> JSON:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: JSON, description: str) -> JSON:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _errors(*statuses: int) -> JSON:
+    return {
+        str(status): {"$ref": f"#/components/responses/{_ERROR_NAMES[status]}"}
+        for status in statuses
+    }
+
+
+_ERROR_NAMES: Final = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    404: "NotFound",
+    409: "Conflict",
+    429: "TooManyRequests",
+    503: "StoreUnavailable",
+}
+
+
+def _query(name: str, description: str, schema: JSON, *, required: bool = False) -> JSON:
+    return {
+        "name": name,
+        "in": "query",
+        "required": required,
+        "description": description,
+        "schema": schema,
+    }
+
+
+def _path(name: str, description: str) -> JSON:
+    return {
+        "name": name,
+        "in": "path",
+        "required": True,
+        "description": description,
+        "schema": {"type": "string"},
+    }
+
+
+def _operation(
+    operation_id: str,
+    summary: str,
+    responses: JSON,
+    *,
+    tag: str,
+    parameters: list[JSON] | None = None,
+    body: JSON | None = None,
+    public: bool = False,
+) -> JSON:
+    """One operation; every protected one may also answer 401 and 429."""
+    answers = dict(responses)
+    if not public:
+        answers.update(_errors(401))
+    answers.update(_errors(429))
+    operation: JSON = {"operationId": operation_id, "summary": summary, "tags": [tag]}
+    if parameters:
+        operation["parameters"] = parameters
+    if body is not None:
+        operation["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": body}},
+        }
+    operation["responses"] = answers
+    if public:
+        operation["security"] = []
+    return operation
+
+
+_TENANT_QUERY: Final = _query(
+    "tenant", "Only this tenant (empty: every tenant).", {"type": "string"}
+)
+_LIMIT_QUERY: Final = _query(
+    "limit",
+    "At most this many items.",
+    {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
+)
+_CLIENT_ID: Final = _path("client_id", "The session's MQTT client identifier.")
+_TENANT_NAME: Final = _path("name", "The tenant's name.")
+_USERNAME: Final = _path("username", "The credential's username.")
+_NO_CONTENT: Final = {"204": {"description": "Done; no body."}}
+
+_QUOTA_PROPERTIES: Final = {
+    "max_connections_per_node": {"type": "integer", "minimum": 0},
+    "max_connection_rate": {"type": "number", "minimum": 0},
+    "max_topics": {"type": "integer", "minimum": 0},
+    "max_sessions": {"type": "integer", "minimum": 0},
+    "max_publish_rate": {"type": "number", "minimum": 0},
+}
+_TOPIC_FILTERS: Final = {
+    "type": "array",
+    "items": {"type": "string", "minLength": 1},
+    "description": "MQTT topic filters (+ and # wildcards, $share/...).",
+}
+_CREDENTIAL_FIELDS: Final = {
+    "tenant": {"type": "string", "pattern": TENANT_PATTERN, "maxLength": MAX_TENANT_LENGTH},
+    "client_type": {"type": "string", "enum": ["DEVICE", "APPLICATION"]},
+    "client_id_pattern": {
+        "type": ["string", "null"],
+        "minLength": 1,
+        "description": "fnmatch pattern the client id must match; null: any.",
+    },
+    "publish_acl": _TOPIC_FILTERS,
+    "subscribe_acl": _TOPIC_FILTERS,
+}
+_USERNAME_SCHEMA: Final = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_USERNAME_LENGTH,
+    "pattern": r"^\S+$",
+}
+_PASSWORD_SCHEMA: Final = {"type": "string", "minLength": 1, "writeOnly": True}
+_NUMBER_OR_NULL: Final = {"type": ["number", "null"]}
+
+
+def _object(properties: JSON, required: list[str] | None = None, *, closed: bool = True) -> JSON:
+    schema: JSON = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    if closed:
+        schema["additionalProperties"] = False
+    return schema
+
+
+_SCHEMAS: Final[JSON] = {
+    "Error": _object(
+        {
+            "error": {"type": "string", "description": "What went wrong."},
+            "field": {
+                "type": ["string", "null"],
+                "description": "The body field or parameter to blame, if one is.",
+            },
+        },
+        ["error", "field"],
+    ),
+    "Health": _object(
+        {
+            "status": {"type": "string", "const": "ok"},
+            "version": {"type": "string"},
+            "uptime_seconds": {"type": "number"},
+            "mqtt_port": {"type": ["integer", "null"]},
+        },
+        ["status", "version", "uptime_seconds", "mqtt_port"],
+        closed=False,
+    ),
+    "Quota": _object(dict(_QUOTA_PROPERTIES), list(QUOTA_FIELDS)),
+    "QuotaChange": {
+        **_object(dict(_QUOTA_PROPERTIES)),
+        "description": "Any subset of the quota fields; the others keep their value.",
+    },
+    "Usage": _object(
+        {
+            "connections": {"type": "integer"},
+            "sessions": {"type": "integer"},
+            "topics": {"type": "integer"},
+        },
+        ["connections", "sessions", "topics"],
+        closed=False,
+    ),
+    "Tenant": _object(
+        {
+            "name": {"type": "string"},
+            "quota": _ref("Quota"),
+            "stored": {"type": "boolean", "description": "False: no row, default quota."},
+            "usage": _ref("Usage"),
+            "created_at": _NUMBER_OR_NULL,
+            "updated_at": _NUMBER_OR_NULL,
+        },
+        ["name", "quota", "stored", "usage", "created_at", "updated_at"],
+    ),
+    "TenantList": _object(
+        {
+            "default_quota": _ref("Quota"),
+            "tenants": {"type": "array", "items": _ref("Tenant")},
+        },
+        ["default_quota", "tenants"],
+    ),
+    "NodeLimits": _object({"node": _ref("Quota")}, ["node"]),
+    "Session": _object(
+        {
+            "client_id": {"type": "string"},
+            "tenant": {"type": "string"},
+            "connected": {"type": "boolean"},
+            "persistent": {"type": "boolean"},
+            "protocol_level": {"type": ["integer", "null"]},
+            "expiry_interval": {"type": ["integer", "null"]},
+            "subscriptions": {
+                "description": "A count in lists; the subscriptions themselves in detail.",
+                "oneOf": [
+                    {"type": "integer"},
+                    {"type": "array", "items": _ref("Subscription")},
+                ],
+            },
+            "queued": {"type": "integer"},
+            "inflight": {"type": "integer"},
+            "disconnected_at": _NUMBER_OR_NULL,
+        },
+        ["client_id", "tenant", "connected", "persistent"],
+        closed=False,
+    ),
+    "SessionList": _object({"sessions": {"type": "array", "items": _ref("Session")}}, ["sessions"]),
+    "Disconnected": _object(
+        {"disconnected": {"type": "boolean", "description": "False: it was not connected."}},
+        ["disconnected"],
+    ),
+    "Subscription": _object(
+        {
+            "client_id": {"type": "string"},
+            "tenant": {"type": "string"},
+            "topic_filter": {"type": "string"},
+            "qos": {"type": "integer", "minimum": 0, "maximum": 2},
+            "no_local": {"type": "boolean"},
+            "retain_as_published": {"type": "boolean"},
+            "retain_handling": {"type": "integer"},
+            "subscription_identifier": {"type": ["integer", "null"]},
+        },
+        ["client_id", "tenant", "topic_filter", "qos"],
+        closed=False,
+    ),
+    "SubscriptionList": _object(
+        {"subscriptions": {"type": "array", "items": _ref("Subscription")}}, ["subscriptions"]
+    ),
+    "Retained": _object(
+        {
+            "tenant": {"type": "string"},
+            "topic": {"type": "string"},
+            "qos": {"type": "integer", "minimum": 0, "maximum": 2},
+            "payload_size": {"type": "integer"},
+            "payload": {"type": "string", "contentEncoding": "base64"},
+            "created_at": _NUMBER_OR_NULL,
+            "expires_at": _NUMBER_OR_NULL,
+        },
+        ["tenant", "topic", "qos", "payload_size", "payload"],
+        closed=False,
+    ),
+    "RetainedList": _object(
+        {"retained": {"type": "array", "items": _ref("Retained")}}, ["retained"]
+    ),
+    "Credential": _object(
+        {
+            "username": {"type": "string"},
+            **_CREDENTIAL_FIELDS,
+            "created_at": {"type": "number"},
+            "updated_at": {"type": "number"},
+        },
+        [
+            "username",
+            "tenant",
+            "client_type",
+            "client_id_pattern",
+            "publish_acl",
+            "subscribe_acl",
+            "created_at",
+            "updated_at",
+        ],
+    ),
+    "CredentialList": _object(
+        {"credentials": {"type": "array", "items": _ref("Credential")}}, ["credentials"]
+    ),
+    "CredentialCreate": _object(
+        {"username": _USERNAME_SCHEMA, "password": _PASSWORD_SCHEMA, **_CREDENTIAL_FIELDS},
+        ["username", "password"],
+    ),
+    "CredentialChange": {
+        **_object({"password": _PASSWORD_SCHEMA, **_CREDENTIAL_FIELDS}),
+        "description": "Any subset of the fields; a password is hashed again.",
+    },
+}
+
+_RESPONSES: Final[JSON] = {
+    "BadRequest": _json(_ref("Error"), "Invalid input; `field` names it (null: the body)."),
+    "Unauthorized": {
+        **_json(_ref("Error"), "Missing or wrong bearer token."),
+        "headers": {"WWW-Authenticate": {"schema": {"type": "string", "const": "Bearer"}}},
+    },
+    "NotFound": _json(_ref("Error"), "No such item."),
+    "Conflict": _json(_ref("Error"), "The username is taken."),
+    "TooManyRequests": {
+        **_json(_ref("Error"), "The route's request rate is exceeded; retry later."),
+        "headers": {
+            "Retry-After": {
+                "description": "Seconds to wait.",
+                "schema": {"type": "integer", "minimum": 1},
+            }
+        },
+    },
+    "StoreUnavailable": _json(_ref("Error"), "The credential store cannot be used."),
+}
+
+_API = "/api/v1"
+
+_PATHS: Final[JSON] = {
+    "/health": {
+        "get": _operation(
+            "health",
+            "Liveness: version, uptime and MQTT port (no token needed).",
+            {"200": _json(_ref("Health"), "Serving.")},
+            tag="service",
+            public=True,
+        )
+    },
+    "/openapi.json": {
+        "get": _operation(
+            "openapi",
+            "This document (no token needed).",
+            {"200": _json({"type": "object"}, "The OpenAPI 3.1 document.")},
+            tag="service",
+            public=True,
+        )
+    },
+    "/metrics": {
+        "get": _operation(
+            "metrics",
+            "Prometheus metrics (text format 0.0.4).",
+            {
+                "200": {
+                    "description": "Metrics.",
+                    "content": {"text/plain; version=0.0.4": {"schema": {"type": "string"}}},
+                }
+            },
+            tag="service",
+        )
+    },
+    f"{_API}/sessions": {
+        "get": _operation(
+            "listSessions",
+            "Sessions, online or not, ordered by client id.",
+            {"200": _json(_ref("SessionList"), "Sessions.")} | _errors(400),
+            tag="sessions",
+            parameters=[
+                _TENANT_QUERY,
+                _query("prefix", "Only client ids starting with this.", {"type": "string"}),
+                _LIMIT_QUERY,
+            ],
+        )
+    },
+    f"{_API}/sessions/{{client_id}}": {
+        "get": _operation(
+            "getSession",
+            "One session with its subscriptions.",
+            {"200": _json(_ref("Session"), "The session.")} | _errors(400, 404),
+            tag="sessions",
+            parameters=[_CLIENT_ID],
+        ),
+        "delete": _operation(
+            "removeSession",
+            "Disconnect the client if connected and delete its session and queue.",
+            _NO_CONTENT | _errors(400, 404),
+            tag="sessions",
+            parameters=[_CLIENT_ID],
+        ),
+    },
+    f"{_API}/sessions/{{client_id}}/disconnect": {
+        "post": _operation(
+            "disconnectSession",
+            "Close the client's connection (5.0: DISCONNECT 0x98); the session stays.",
+            {"200": _json(_ref("Disconnected"), "Whether a connection was closed.")}
+            | _errors(400, 404),
+            tag="sessions",
+            parameters=[_CLIENT_ID],
+        )
+    },
+    f"{_API}/subscriptions": {
+        "get": _operation(
+            "listSubscriptions",
+            "Subscriptions of every session (or of one tenant or client).",
+            {"200": _json(_ref("SubscriptionList"), "Subscriptions.")} | _errors(400),
+            tag="sessions",
+            parameters=[
+                _TENANT_QUERY,
+                _query("client_id", "Only this client's.", {"type": "string"}),
+            ],
+        )
+    },
+    f"{_API}/retained": {
+        "get": _operation(
+            "listRetained",
+            "Retained messages, by tenant and topic.",
+            {"200": _json(_ref("RetainedList"), "Retained messages.")} | _errors(400),
+            tag="retained",
+            parameters=[_TENANT_QUERY, _LIMIT_QUERY],
+        ),
+        "delete": _operation(
+            "deleteRetained",
+            "Remove the retained message of one topic.",
+            _NO_CONTENT | _errors(400, 404),
+            tag="retained",
+            parameters=[
+                _query(
+                    "tenant",
+                    "The tenant.",
+                    {"type": "string", "pattern": TENANT_PATTERN, "default": "default"},
+                ),
+                _query("topic", "The topic name.", {"type": "string"}, required=True),
+            ],
+        ),
+    },
+    f"{_API}/tenants": {
+        "get": _operation(
+            "listTenants",
+            "The default quota and every stored tenant, with usage on this node.",
+            {"200": _json(_ref("TenantList"), "Tenants.")} | _errors(400),
+            tag="tenants",
+        )
+    },
+    f"{_API}/tenants/{{name}}": {
+        "get": _operation(
+            "getTenant",
+            "One tenant (unstored ones: `default` or tenants in use on this node).",
+            {"200": _json(_ref("Tenant"), "The tenant.")} | _errors(400, 404),
+            tag="tenants",
+            parameters=[_TENANT_NAME],
+        ),
+        "put": _operation(
+            "putTenant",
+            "Store and apply the tenant's quota at once (a subset of fields).",
+            {"200": _json(_ref("Tenant"), "The tenant as stored.")} | _errors(400, 503),
+            tag="tenants",
+            parameters=[_TENANT_NAME],
+            body=_ref("QuotaChange"),
+        ),
+        "delete": _operation(
+            "deleteTenant",
+            "Remove the tenant's row; its clients fall back to the default quota.",
+            _NO_CONTENT | _errors(400, 404, 503),
+            tag="tenants",
+            parameters=[_TENANT_NAME],
+        ),
+    },
+    f"{_API}/limits": {
+        "get": _operation(
+            "getLimits",
+            "The node layer's limits.",
+            {"200": _json(_ref("NodeLimits"), "Node limits.")} | _errors(400),
+            tag="limits",
+        ),
+        "put": _operation(
+            "putLimits",
+            "Apply new node limits at once (not written to broker.toml).",
+            {"200": _json(_ref("NodeLimits"), "Node limits now.")} | _errors(400),
+            tag="limits",
+            body=_ref("QuotaChange"),
+        ),
+    },
+    f"{_API}/credentials": {
+        "get": _operation(
+            "listCredentials",
+            "Credentials, ordered by username (never the password hash).",
+            {"200": _json(_ref("CredentialList"), "Credentials.")} | _errors(400, 503),
+            tag="credentials",
+            parameters=[_TENANT_QUERY],
+        ),
+        "post": _operation(
+            "addCredential",
+            "Add a credential; the password is stored as a salted slow hash.",
+            {"201": _json(_ref("Credential"), "The credential.")} | _errors(400, 409, 503),
+            tag="credentials",
+            body=_ref("CredentialCreate"),
+        ),
+    },
+    f"{_API}/credentials/{{username}}": {
+        "get": _operation(
+            "getCredential",
+            "One credential.",
+            {"200": _json(_ref("Credential"), "The credential.")} | _errors(400, 404, 503),
+            tag="credentials",
+            parameters=[_USERNAME],
+        ),
+        "put": _operation(
+            "putCredential",
+            "Change some fields of a credential (password included).",
+            {"200": _json(_ref("Credential"), "The credential.")} | _errors(400, 404, 503),
+            tag="credentials",
+            parameters=[_USERNAME],
+            body=_ref("CredentialChange"),
+        ),
+        "delete": _operation(
+            "deleteCredential",
+            "Remove a credential.",
+            _NO_CONTENT | _errors(400, 404, 503),
+            tag="credentials",
+            parameters=[_USERNAME],
+        ),
+    },
+}
+
+_DOCUMENT: Final[JSON] = {
+    "openapi": OPENAPI_VERSION,
+    "info": {
+        "title": "mqttq admin API",
+        "version": __version__,
+        "description": "Health, metrics, sessions, retained messages, tenants and their "
+        "quotas, node limits and credentials of one mqttq broker. Errors are "
+        '{"error": ..., "field": ...}.',
+    },
+    "servers": [{"url": "/"}],
+    "security": [{"bearerAuth": []}],
+    "tags": [
+        {"name": name}
+        for name in ("service", "sessions", "retained", "tenants", "limits", "credentials")
+    ],
+    "paths": _PATHS,
+    "components": {
+        "schemas": _SCHEMAS,
+        "responses": _RESPONSES,
+        "securitySchemes": {
+            "bearerAuth": {
+                "type": "http",
+                "scheme": "bearer",
+                "description": "admin.token, or the generated <data_dir>/admin-token.",
+            }
+        },
+    },
+}
+
+
+def openapi_document() -> JSON:
+    """The document (a fresh copy the caller may change)."""
+    return copy.deepcopy(_DOCUMENT)

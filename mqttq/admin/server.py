@@ -1,0 +1,219 @@
+"""AdminServer: the admin HTTP API (aiohttp) on the broker's own event loop.
+
+Every request passes three middlewares, outermost first:
+- errors: turns every refusal into the JSON error `{"error": ..., "field": ...}` with its
+  status (ApiError and QuotaError 400/401/404/429, CredentialExists 409, UnknownTenant 404,
+  AuthStoreError 503); an unexpected exception is logged and answered 500 without detail;
+- authenticate: `Authorization: Bearer <token>` on every route but /health and
+  /openapi.json (401 with `WWW-Authenticate: Bearer`);
+- rate: one token bucket per route pattern (`/api/v1/sessions/{client_id}`, so varying
+  the id does not dodge it); a request waits up to `rate_wait` seconds for a token, then
+  gets 429 with Retry-After. Refusals are counted per route for /metrics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import math
+from typing import Final
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+from mqttq.admin.backend import AdminBackend, UnknownTenant
+from mqttq.admin.metrics import AdminMetrics
+from mqttq.admin.routes import PUBLIC_PATHS, admin_routes
+from mqttq.admin.validation import ApiError
+from mqttq.auth.ports import AuthStoreError, CredentialExists
+from mqttq.limits.bucket import TokenBucket
+from mqttq.limits.quota import QuotaError
+
+__all__ = ["UNMATCHED_ROUTE", "AdminServer", "UriRateLimit"]
+
+log = logging.getLogger("mqttq.admin")
+
+UNMATCHED_ROUTE: Final = "unmatched"
+"""The rate-limit key (and metrics label) of requests that match no route."""
+SHUTDOWN_TIMEOUT: Final = 2.0
+"""Seconds `close` lets requests under way finish."""
+
+
+class UriRateLimit:
+    """One token bucket per route pattern: `rate` requests/s, burst `max(1, rate)`; a
+    request waits for a token up to `max_wait` seconds, else is refused (counted in
+    `refused[route]`)."""
+
+    __slots__ = ("buckets", "max_wait", "rate", "refused")
+
+    def __init__(self, rate: float, max_wait: float, routes: list[str]) -> None:
+        if not (math.isfinite(rate) and rate >= 0.0):
+            raise ValueError(f"uri_rate must be a finite number >= 0, got {rate!r}")
+        if not (math.isfinite(max_wait) and max_wait >= 0.0):
+            raise ValueError(f"rate_wait must be a finite number >= 0, got {max_wait!r}")
+        self.rate = rate
+        self.max_wait = max_wait
+        self.buckets: dict[str, TokenBucket] = {}
+        self.refused: dict[str, int] = dict.fromkeys(routes, 0)
+
+    async def admit(self, route: str) -> None:
+        """Return once the request may proceed; raise ApiError 429 (Retry-After) when it
+        would wait longer than `max_wait`."""
+        now = asyncio.get_running_loop().time()
+        bucket = self.buckets.get(route)
+        if bucket is None:
+            bucket = self.buckets[route] = TokenBucket(self.rate, max(1.0, self.rate), now)
+        wait = bucket.reserve(now, self.max_wait)
+        if wait is None:
+            self.refused[route] = self.refused.get(route, 0) + 1
+            delay = bucket.delay(now)
+            retry = 1 if not math.isfinite(delay) else max(1, math.ceil(delay))
+            raise ApiError(
+                429,
+                f"too many requests to {route}; at most {self.rate:g} per second",
+                None,
+                {"Retry-After": str(retry)},
+            )
+        if wait > 0.0:
+            await asyncio.sleep(wait)
+
+
+class AdminServer:
+    """The admin API of one broker, serving `backend` on host:port (port 0: a free one)
+    once `start` returns, until `close`. Accepts `token` as bearer token; at most
+    `uri_rate` requests/s per route, a request waiting up to `rate_wait` seconds."""
+
+    def __init__(
+        self,
+        backend: AdminBackend,
+        *,
+        host: str,
+        port: int,
+        token: str,
+        uri_rate: float,
+        rate_wait: float,
+    ) -> None:
+        if not token:
+            raise ValueError("the admin API needs a non-empty token")
+        self.backend = backend
+        self.host = host
+        self._requested_port = port
+        self._token = _encode(token)
+        self._metrics = AdminMetrics(backend, lambda: self.rate_limit.refused)
+        self.app = web.Application(middlewares=[_errors, self._authenticate, self._rate])
+        self.app.add_routes(admin_routes(backend, self._metrics.render))
+        patterns = sorted({resource.canonical for resource in self.app.router.resources()})
+        self.rate_limit = UriRateLimit(uri_rate, rate_wait, patterns)
+        self._runner: web.AppRunner | None = None
+        self._port: int | None = None
+
+    async def start(self) -> None:
+        """Bind and serve (on the running event loop). Raises OSError when the address
+        cannot be bound (nothing is left listening then)."""
+        if self._runner is not None:
+            raise RuntimeError("AdminServer already started")
+        runner = web.AppRunner(
+            self.app, handle_signals=False, access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT
+        )
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, self.host, self._requested_port)
+            await site.start()
+        except BaseException:
+            await runner.cleanup()
+            raise
+        self._runner = runner
+        self._port = int(runner.addresses[0][1])
+        log.debug("admin API serving", extra={"url": self.url})
+
+    @property
+    def port(self) -> int:
+        """The port bound (after `start`)."""
+        if self._port is None:
+            raise RuntimeError("AdminServer not started")
+        return self._port
+
+    @property
+    def url(self) -> str:
+        """Where clients reach the API: `http://HOST:PORT` (a wildcard host becomes the
+        loopback address)."""
+        return f"http://{_url_host(self.host)}:{self.port}"
+
+    async def close(self) -> None:
+        """Stop listening and close connections (requests under way get a moment to
+        finish). Calling it again does nothing."""
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            await runner.cleanup()
+
+    @web.middleware
+    async def _authenticate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        if _route_of(request) not in PUBLIC_PATHS:
+            scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(
+                _encode(given.strip()), self._token
+            ):
+                raise ApiError(
+                    401, "missing or wrong bearer token", None, {"WWW-Authenticate": "Bearer"}
+                )
+        return await handler(request)
+
+    @web.middleware
+    async def _rate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        await self.rate_limit.admit(_route_of(request))
+        return await handler(request)
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        response = await handler(request)
+    except ApiError as exc:
+        response = _error(exc.status, exc.message, exc.field, exc.headers)
+    except QuotaError as exc:
+        response = _error(400, exc.problem, exc.field)
+    except CredentialExists as exc:  # before AuthStoreError: it is one
+        response = _error(409, str(exc), "username")
+    except UnknownTenant as exc:
+        response = _error(404, str(exc) or "unknown tenant", "name")
+    except AuthStoreError as exc:
+        response = _error(503, str(exc))
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        message = exc.reason
+        if exc.status == 404:
+            message = f"no such route: {request.method} {request.path}"
+        allow = exc.headers.get("Allow")
+        response = _error(exc.status, message, None, {"Allow": allow} if allow else None)
+    except Exception:
+        log.exception("admin API: %s %s failed", request.method, request.path)
+        response = _error(500, "internal error")
+    log.debug("admin API: %s %s -> %d", request.method, request.path, response.status)
+    return response
+
+
+def _error(
+    status: int, message: str, field: str | None = None, headers: dict[str, str] | None = None
+) -> web.Response:
+    return web.json_response({"error": message, "field": field}, status=status, headers=headers)
+
+
+def _route_of(request: web.Request) -> str:
+    """The route pattern the request matched (UNMATCHED_ROUTE when none)."""
+    resource = request.match_info.route.resource
+    return UNMATCHED_ROUTE if resource is None else resource.canonical
+
+
+def _encode(token: str) -> bytes:
+    # surrogateescape: a header byte that is not UTF-8 must compare unequal, not raise.
+    return token.encode("utf-8", "surrogateescape")
+
+
+def _url_host(host: str) -> str:
+    if host in ("", "0.0.0.0"):
+        return "127.0.0.1"
+    if host == "::":
+        return "[::1]"
+    return f"[{host}]" if ":" in host else host

@@ -1,0 +1,258 @@
+"""Parsing and validating admin API input: JSON bodies, query strings, names and
+credential fields. Everything a request carries is checked here before any handler calls
+the backend, so a request with one bad field changes nothing. A problem raises ApiError
+(400 unless said otherwise) naming the field, or None when the body as a whole is wrong.
+Quota bodies are checked by `Quota.from_mapping`, whose QuotaError names the field too.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection, Mapping
+from typing import Any, Final, NoReturn
+
+from aiohttp import web
+
+from mqttq.auth.model import ClientType
+from mqttq.errors import MqttqError, ProtocolError
+from mqttq.routing.topics import validate_topic_filter, validate_topic_name
+
+__all__ = [
+    "CREDENTIAL_CREATE_FIELDS",
+    "CREDENTIAL_UPDATE_FIELDS",
+    "DEFAULT_LIMIT",
+    "MAX_LIMIT",
+    "MAX_TENANT_LENGTH",
+    "MAX_USERNAME_LENGTH",
+    "TENANT_PATTERN",
+    "ApiError",
+    "parse_credential_changes",
+    "parse_limit",
+    "parse_new_credential",
+    "query_params",
+    "read_object",
+    "tenant_name",
+    "topic_name",
+]
+
+DEFAULT_LIMIT: Final = 100
+MAX_LIMIT: Final = 10_000
+MAX_USERNAME_LENGTH: Final = 256
+MAX_TENANT_LENGTH: Final = 128
+TENANT_PATTERN: Final = "^[A-Za-z0-9_.-]+$"
+_TENANT_RE: Final = re.compile(r"[A-Za-z0-9_.-]+")
+
+CREDENTIAL_UPDATE_FIELDS: Final = (
+    "password",
+    "tenant",
+    "client_type",
+    "client_id_pattern",
+    "publish_acl",
+    "subscribe_acl",
+)
+CREDENTIAL_CREATE_FIELDS: Final = ("username", *CREDENTIAL_UPDATE_FIELDS)
+
+
+class ApiError(MqttqError):
+    """An answer other than success: `status`, a message, the offending `field` (None
+    when no single field is to blame) and extra response headers."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        field: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.field = field
+        self.headers = dict(headers or {})
+
+
+def _bad(field: str | None, message: str) -> NoReturn:
+    raise ApiError(400, message, field)
+
+
+# --- bodies ----------------------------------------------------------------------------
+
+
+async def read_object(request: web.Request) -> dict[str, Any]:
+    """The request's body as a JSON object. Refused (400, field None): a Content-Type
+    other than application/json, bytes that are not UTF-8 JSON (NaN and Infinity
+    included: they are not JSON), a value that is not an object."""
+    if request.content_type != "application/json":
+        _bad(None, f"Content-Type must be application/json, got {request.content_type!r}")
+    raw = await request.read()
+    try:
+        value = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError) as exc:
+        _bad(None, f"body is not valid JSON: {exc}")
+    if not isinstance(value, dict):
+        _bad(None, f"body must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def _no_constant(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _only(body: Mapping[str, Any], allowed: Collection[str]) -> None:
+    for key in body:
+        if key not in allowed:
+            _bad(key, f"unknown field; known fields: {', '.join(allowed)}")
+
+
+# --- query strings ---------------------------------------------------------------------
+
+
+def query_params(request: web.Request, allowed: Collection[str]) -> dict[str, str]:
+    """The query parameters in `allowed` that have a non-empty value (an empty one means
+    "not given"). An unknown or repeated parameter is refused, naming it."""
+    values: dict[str, str] = {}
+    for key in request.query:
+        if key not in allowed:
+            known = ", ".join(allowed) or "none"
+            _bad(key, f"unknown query parameter; known parameters: {known}")
+        given = request.query.getall(key)
+        if len(given) > 1:
+            _bad(key, "given more than once")
+        if given[0]:
+            values[key] = given[0]
+    return values
+
+
+def parse_limit(params: Mapping[str, str]) -> int:
+    """The `limit` parameter: an integer 1..10000, 100 when absent."""
+    raw = params.get("limit")
+    if raw is None:
+        return DEFAULT_LIMIT
+    if not raw.isascii() or not raw.isdigit():
+        _bad("limit", f"must be an integer from 1 to {MAX_LIMIT}, got {raw!r}")
+    limit = int(raw)
+    if not 1 <= limit <= MAX_LIMIT:
+        _bad("limit", f"must be an integer from 1 to {MAX_LIMIT}, got {limit}")
+    return limit
+
+
+def topic_name(value: str, field: str = "topic") -> str:
+    """`value` when it is a valid MQTT topic name (no wildcards)."""
+    try:
+        validate_topic_name(value)
+    except ProtocolError as exc:
+        _bad(field, f"not a valid topic name: {exc.message}")
+    return value
+
+
+# --- names -----------------------------------------------------------------------------
+
+
+def tenant_name(value: Any, field: str = "tenant") -> str:
+    """`value` when it is a tenant name: 1..128 characters of A-Z a-z 0-9 _ . -"""
+    if not isinstance(value, str):
+        _bad(field, f"must be a string, got {_kind(value)}")
+    if not value or len(value) > MAX_TENANT_LENGTH or _TENANT_RE.fullmatch(value) is None:
+        _bad(field, f"must be 1 to {MAX_TENANT_LENGTH} characters of A-Z a-z 0-9 _ . -")
+    return value
+
+
+def _username(value: Any) -> str:
+    if not isinstance(value, str):
+        _bad("username", f"must be a string, got {_kind(value)}")
+    if not value or len(value) > MAX_USERNAME_LENGTH:
+        _bad("username", f"must be 1 to {MAX_USERNAME_LENGTH} characters")
+    if any(char.isspace() for char in value):
+        _bad("username", "must not contain whitespace")
+    return _text("username", value)
+
+
+def _password(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        _bad("password", "must be a non-empty string")
+    return _text("password", value)
+
+
+def _text(field: str, value: str) -> str:
+    """`value` when it can be stored as UTF-8 (JSON lets lone surrogates through)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        _bad(field, "must be valid Unicode text (no lone surrogates)")
+    return value
+
+
+# --- credentials -----------------------------------------------------------------------
+
+
+def parse_new_credential(body: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    """A POST /credentials body as (username, password, other Credential fields given).
+    username and password are required."""
+    _only(body, CREDENTIAL_CREATE_FIELDS)
+    if "username" not in body:
+        _bad("username", "required")
+    if "password" not in body:
+        _bad("password", "required")
+    username = _username(body["username"])
+    password = _password(body["password"])
+    rest = {key: value for key, value in body.items() if key not in ("username", "password")}
+    _, changes = parse_credential_changes(rest)
+    return username, password, changes
+
+
+def parse_credential_changes(body: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
+    """A PUT /credentials/{username} body as (new password or None, Credential fields to
+    change, typed as the Credential holds them)."""
+    _only(body, CREDENTIAL_UPDATE_FIELDS)
+    password: str | None = None
+    changes: dict[str, Any] = {}
+    if "password" in body:
+        password = _password(body["password"])
+    if "tenant" in body:
+        changes["tenant"] = tenant_name(body["tenant"])
+    if "client_type" in body:
+        kind = body["client_type"]
+        choices = [member.value for member in ClientType]
+        if not isinstance(kind, str) or kind not in choices:
+            _bad("client_type", f"must be one of {', '.join(choices)}, got {kind!r}")
+        changes["client_type"] = ClientType(kind)
+    if "client_id_pattern" in body:
+        pattern = body["client_id_pattern"]
+        if pattern is not None and (not isinstance(pattern, str) or not pattern):
+            _bad("client_id_pattern", "must be a non-empty string, or null for any client id")
+        changes["client_id_pattern"] = None if pattern is None else _text(
+            "client_id_pattern", pattern
+        )
+    for field in ("publish_acl", "subscribe_acl"):
+        if field in body:
+            changes[field] = _acl(field, body[field])
+    return password, changes
+
+
+def _acl(field: str, value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        _bad(field, f"must be a list of MQTT topic filters, got {_kind(value)}")
+    for index, item in enumerate(value):
+        if not isinstance(item, str):
+            _bad(field, f"item {index} must be a string, got {_kind(item)}")
+        try:
+            validate_topic_filter(item)
+        except ProtocolError as exc:
+            _bad(field, f"item {index} ({item!r}) is not a valid topic filter: {exc.message}")
+    return tuple(value)
+
+
+def _kind(value: Any) -> str:
+    """The JSON type name of a decoded value, for messages."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"

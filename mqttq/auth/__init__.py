@@ -1,0 +1,1 @@
+"""Client credentials, tenants and access control (issue 5)."""

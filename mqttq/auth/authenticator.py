@@ -1,0 +1,170 @@
+"""Authenticator: a CONNECT's user name and password -> the client's Identity, or a refusal.
+
+Anonymous clients (no user name) are let in by the `[auth] anonymous` setting: "always",
+"loopback" (only on a connection to a loopback address) or "never"; their tenant is the
+CONNECT's `tenant` user property, else `default`, and their ACLs are unrestricted. A client
+with a user name must have a credential and its password; its tenant is the credential's
+(a `tenant` property is ignored: a client cannot move itself into another tenant) and its
+ACLs are the credential's, expanded with its client id and user name. A user name that has
+no credential is refused even where anonymous clients are allowed: a typo never silently
+becomes an anonymous login.
+
+scrypt takes tens of milliseconds, so it runs in a worker thread, and successful
+verifications are remembered: a reconnect storm after a broker restart costs one scrypt
+per credential, not one per connection. A remembered verification counts only while the
+stored hash is the one it was made against, so a password change takes effect at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import secrets
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Final
+
+from mqttq.auth.acl import client_id_allowed, expand_acl
+from mqttq.auth.model import DEFAULT_TENANT, ClientType
+from mqttq.auth.passwords import verify_password
+from mqttq.auth.ports import AuthStore
+from mqttq.codec.enums import ReasonCode
+
+__all__ = ["ANONYMOUS_MODES", "AuthRefusal", "Authenticator", "Identity"]
+
+ANONYMOUS_MODES: Final = ("always", "loopback", "never")
+CACHE_SIZE: Final = 4096
+"""Successful verifications remembered (least recently used forgotten first)."""
+
+BAD_CREDENTIALS: Final = "bad_credentials"
+NOT_AUTHORIZED: Final = "not_authorized"
+
+# The hash of a random password nobody knows: verified against when the user name is
+# unknown, so that an unknown user takes as long to refuse as a wrong password and the
+# timing does not tell which user names exist.
+_DUMMY_HASH: Final = (
+    "scrypt$16384$8$1$PswWEUmWTQcS1wwhQi86wg==$B+m18Q4+ltSVh+DEltlrjC65aXkWLGsPDmmR5sKslnA="
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Who an accepted client is. `publish_acl` / `subscribe_acl` are the topic filters
+    it may use, already expanded (`%c`, `%u`); None means unrestricted (anonymous)."""
+
+    username: str | None
+    tenant: str
+    client_type: ClientType
+    publish_acl: tuple[str, ...] | None
+    subscribe_acl: tuple[str, ...] | None
+
+
+@dataclass(frozen=True, slots=True)
+class AuthRefusal:
+    """Why a CONNECT is refused: `reason_code` for the CONNACK (0x86 bad user name or
+    password, 0x87 not authorized), `reason` for the refusal metrics, `message` for the
+    log and the CONNACK reason string (it never says whether a user name exists)."""
+
+    reason_code: ReasonCode
+    reason: str
+    message: str
+
+
+_WRONG = AuthRefusal(
+    ReasonCode.BAD_USER_NAME_OR_PASSWORD, BAD_CREDENTIALS, "bad user name or password"
+)
+_NO_ANONYMOUS = AuthRefusal(
+    ReasonCode.NOT_AUTHORIZED, NOT_AUTHORIZED, "anonymous connections are not allowed here"
+)
+_CLIENT_ID = AuthRefusal(
+    ReasonCode.NOT_AUTHORIZED, NOT_AUTHORIZED, "client id not allowed for this user name"
+)
+
+
+class Authenticator:
+    """Decides CONNECTs against `store` (see the module docstring for the rules)."""
+
+    __slots__ = ("_anonymous", "_cache", "_key", "_pending", "store")
+
+    def __init__(self, store: AuthStore, *, anonymous: str) -> None:
+        """`anonymous` is one of ANONYMOUS_MODES (else ValueError)."""
+        if anonymous not in ANONYMOUS_MODES:
+            raise ValueError(f"anonymous must be one of {', '.join(ANONYMOUS_MODES)}")
+        self.store = store
+        self._anonymous = anonymous
+        # (username, keyed digest of the password) -> the stored hash it verified against.
+        # The digest is keyed with a per-process secret so the cache in memory holds no
+        # fast unsalted hash of anyone's password.
+        self._key = secrets.token_bytes(32)
+        self._cache: OrderedDict[tuple[str, bytes], str] = OrderedDict()
+        # Verifications running now, shared by concurrent CONNECTs with the same secret.
+        self._pending: dict[tuple[str, bytes, str], asyncio.Future[bool]] = {}
+
+    def invalidate(self, username: str | None = None) -> None:
+        """Forget remembered verifications (of one user name, or all)."""
+        if username is None:
+            self._cache.clear()
+            return
+        for key in [key for key in self._cache if key[0] == username]:
+            del self._cache[key]
+
+    async def authenticate(
+        self,
+        *,
+        username: str | None,
+        password: bytes | None,
+        client_id: str,
+        tenant_property: str | None,
+        local_is_loopback: bool,
+    ) -> Identity | AuthRefusal:
+        """The client's Identity, or why it is refused. Raises AuthStoreError when the
+        store cannot be read (the broker answers 0x88 Server unavailable)."""
+        if username is None:
+            if self._anonymous == "always" or (self._anonymous == "loopback" and local_is_loopback):
+                return Identity(
+                    None, tenant_property or DEFAULT_TENANT, ClientType.DEVICE, None, None
+                )
+            return _NO_ANONYMOUS
+        credential = await self.store.get_credential(username)
+        if password is None:
+            return _WRONG
+        if credential is None:
+            await asyncio.to_thread(verify_password, "", _DUMMY_HASH)
+            return _WRONG
+        if not await self._verified(username, password, credential.password_hash):
+            return _WRONG
+        if not client_id_allowed(credential.client_id_pattern, client_id):
+            return _CLIENT_ID
+        return Identity(
+            username=username,
+            tenant=credential.tenant,
+            client_type=credential.client_type,
+            publish_acl=expand_acl(credential.publish_acl, client_id, username),
+            subscribe_acl=expand_acl(credential.subscribe_acl, client_id, username),
+        )
+
+    async def _verified(self, username: str, password: bytes, password_hash: str) -> bool:
+        digest = hmac.new(self._key, password, hashlib.sha256).digest()
+        key = (username, digest)
+        if self._cache.get(key) == password_hash:
+            self._cache.move_to_end(key)
+            return True
+        try:
+            text = password.decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        running = (username, digest, password_hash)
+        future = self._pending.get(running)
+        if future is None:
+            future = asyncio.ensure_future(asyncio.to_thread(verify_password, text, password_hash))
+            self._pending[running] = future
+            future.add_done_callback(lambda _done: self._pending.pop(running, None))
+        # shield: one client giving up must not cancel the check others are waiting for.
+        ok = await asyncio.shield(future)
+        if ok:
+            self._cache[key] = password_hash
+            self._cache.move_to_end(key)
+            while len(self._cache) > CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return ok

@@ -1,0 +1,50 @@
+"""What the broker knows about a client's identity: its credential and its tenant."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Final
+
+from mqttq.limits.quota import Quota
+
+__all__ = ["DEFAULT_TENANT", "ClientType", "Credential", "Tenant"]
+
+DEFAULT_TENANT: Final = "default"
+"""The tenant of a client whose credentials and CONNECT name none."""
+
+
+class ClientType(StrEnum):
+    """TBMQ's two client kinds: DEVICE (queues in Redis) and APPLICATION (own Kafka topic)."""
+
+    DEVICE = "DEVICE"
+    APPLICATION = "APPLICATION"
+
+
+@dataclass(frozen=True, slots=True)
+class Credential:
+    """One username's credential. `password_hash` is a salted slow hash
+    (see mqttq.auth.passwords); the clear password is never stored."""
+
+    username: str
+    password_hash: str
+    tenant: str = DEFAULT_TENANT
+    client_type: ClientType = ClientType.DEVICE
+    client_id_pattern: str | None = None
+    """fnmatch-style pattern the CONNECT's client id must match (None: any)."""
+    publish_acl: tuple[str, ...] = ("#",)
+    """MQTT topic filters the client may publish to (empty: nothing)."""
+    subscribe_acl: tuple[str, ...] = ("#",)
+    """MQTT topic filters the client's subscriptions must fall within (empty: nothing)."""
+    created_at: float = 0.0
+    updated_at: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    """A tenant with its own quota (tenants without a row use `[mqtt_limit.tenant]`)."""
+
+    name: str
+    quota: Quota = field(default_factory=Quota)
+    created_at: float = 0.0
+    updated_at: float = 0.0

@@ -1,0 +1,462 @@
+"""Where `mqttq tenant` and `mqttq credentials` do their work: a running broker's admin API,
+or the credential database itself.
+
+The admin API when `--admin-url` (MQTTQ_ADMIN_URL) names one, or when the data dir holds the
+discovery file of a broker (`admin.json`, written by `mqttq serve`) whose process is alive
+and whose /health answers; changes then take effect in the broker at once. Otherwise no
+broker is running and the command opens the AuthStore the settings name (SQLite `auth.db`
+in the data dir, or PostgreSQL). Both targets speak the API's JSON shapes, so the commands
+print the same thing either way. `admin_session` also turns every failure into one line
+on stderr and an exit code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import os
+import sqlite3
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Annotated, Any, Final, Protocol, TypeVar
+
+import typer
+
+from mqttq.admin.client import AdminApiError, AdminClient, AdminUnreachable
+from mqttq.admin.token import TOKEN_FILE, read_discovery
+from mqttq.auth.model import DEFAULT_TENANT, Credential, Tenant
+from mqttq.auth.ports import AuthStore, AuthStoreError, CredentialExists
+from mqttq.cli.admin_views import JSON, credential_json, note, tenant_json
+from mqttq.cli.errors import EXIT_CONFIG, EXIT_FAILURE, CliError, explain, print_error
+from mqttq.config import Settings, load_settings
+from mqttq.limits.quota import Quota, QuotaError
+
+__all__ = [
+    "ADMIN_TOKEN_ENV",
+    "ADMIN_URL_ENV",
+    "AdminTarget",
+    "AdminUrlOption",
+    "ApiTarget",
+    "ConfigOption",
+    "DataDirOption",
+    "DirectTarget",
+    "JsonOption",
+    "TokenOption",
+    "admin_session",
+    "open_target",
+]
+
+T = TypeVar("T")
+
+ADMIN_URL_ENV: Final = "MQTTQ_ADMIN_URL"
+ADMIN_TOKEN_ENV: Final = "MQTTQ_ADMIN_TOKEN"
+HEALTH_TIMEOUT: Final = 2.0
+"""How long a discovered broker may take to answer /health before it counts as gone."""
+
+# The options every `tenant` and `credentials` command takes.
+ConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        "-c",
+        envvar="MQTTQ_CONFIG",
+        metavar="PATH",
+        help="The broker.toml: its auth, postgres, admin, storage and mqtt_limit sections "
+        "say where credentials and tenants live.",
+    ),
+]
+DataDirOption = Annotated[
+    # A str, not a Path: click turns "" into ".", and an empty data dir is a mistake.
+    str | None,
+    typer.Option(
+        "--data-dir",
+        metavar="DIR",
+        help="The broker's data dir (storage.data_dir): a running broker's admin.json and "
+        "admin-token, and auth.db. Default ./mqttq-data.",
+    ),
+]
+AdminUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--admin-url",
+        envvar=ADMIN_URL_ENV,
+        metavar="URL",
+        help="Use the admin API at this URL (http://HOST:PORT) instead of discovering a "
+        "running broker through the data dir.",
+    ),
+]
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar=ADMIN_TOKEN_ENV,
+        metavar="TOKEN",
+        help="The admin API's bearer token (else admin.token, else <data dir>/admin-token).",
+    ),
+]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print JSON (the admin API's shapes) instead of tables.")
+]
+
+
+class AdminTarget(Protocol):
+    """What the commands ask of either target; results are the admin API's JSON shapes.
+    A missing tenant or credential is None (or False for a removal), never an error."""
+
+    description: str
+    """Where the command went, for the note on stderr."""
+
+    def list_tenants(self) -> JSON:
+        """{"default_quota": {...}, "tenants": [tenant, ...]}."""
+        ...
+
+    def get_tenant(self, name: str) -> JSON | None: ...
+
+    def put_tenant(self, name: str, fields: Mapping[str, int | float]) -> JSON:
+        """Change the given quota fields (the others keep the stored value, else the
+        default quota); the tenant as stored."""
+        ...
+
+    def delete_tenant(self, name: str) -> bool: ...
+
+    def list_credentials(self, tenant: str | None) -> list[JSON]: ...
+
+    def get_credential(self, username: str) -> JSON | None: ...
+
+    def add_credential(self, body: Mapping[str, Any]) -> JSON:
+        """The API's POST body; raises CredentialExists when the username is taken."""
+        ...
+
+    def update_credential(self, username: str, body: Mapping[str, Any]) -> JSON | None:
+        """The API's PUT body; None when there is no such credential."""
+        ...
+
+    def delete_credential(self, username: str) -> bool: ...
+
+
+# --- through the admin API ---------------------------------------------------------------
+
+
+class ApiTarget:
+    """A running broker's admin API: every change is live. API errors become CliError
+    (or CredentialExists for a 409 on add)."""
+
+    def __init__(self, client: AdminClient, token_hint: str) -> None:
+        self.client = client
+        self.token_hint = token_hint
+        self.description = f"via admin API at {client.url}"
+
+    def list_tenants(self) -> JSON:
+        return self._call(self.client.list_tenants)
+
+    def get_tenant(self, name: str) -> JSON | None:
+        return self._optional(lambda: self.client.get_tenant(name))
+
+    def put_tenant(self, name: str, fields: Mapping[str, int | float]) -> JSON:
+        return self._call(lambda: self.client.put_tenant(name, fields))
+
+    def delete_tenant(self, name: str) -> bool:
+        def delete() -> bool:
+            self.client.delete_tenant(name)
+            return True
+
+        return self._optional(delete) is not None
+
+    def list_credentials(self, tenant: str | None) -> list[JSON]:
+        answer = self._call(lambda: self.client.list_credentials(tenant))
+        return list(answer.get("credentials") or [])
+
+    def get_credential(self, username: str) -> JSON | None:
+        return self._optional(lambda: self.client.get_credential(username))
+
+    def add_credential(self, body: Mapping[str, Any]) -> JSON:
+        try:
+            return self.client.add_credential(body)
+        except AdminApiError as exc:
+            if exc.status == 409:
+                raise CredentialExists(str(body.get("username"))) from None
+            raise self._explain(exc) from None
+        except AdminUnreachable as exc:
+            raise self._explain(exc) from None
+
+    def update_credential(self, username: str, body: Mapping[str, Any]) -> JSON | None:
+        return self._optional(lambda: self.client.put_credential(username, body))
+
+    def delete_credential(self, username: str) -> bool:
+        def delete() -> bool:
+            self.client.delete_credential(username)
+            return True
+
+        return self._optional(delete) is not None
+
+    def _optional(self, call: Callable[[], T]) -> T | None:
+        try:
+            return call()
+        except AdminApiError as exc:
+            if exc.status == 404:
+                return None
+            raise self._explain(exc) from None
+        except AdminUnreachable as exc:
+            raise self._explain(exc) from None
+
+    def _call(self, call: Callable[[], T]) -> T:
+        try:
+            return call()
+        except (AdminApiError, AdminUnreachable) as exc:
+            raise self._explain(exc) from None
+
+    def _explain(self, exc: AdminApiError | AdminUnreachable) -> CliError:
+        if isinstance(exc, AdminUnreachable):
+            return CliError(
+                f"{exc}; is the broker running? check --admin-url ({ADMIN_URL_ENV})",
+                EXIT_FAILURE,
+            )
+        if exc.status == 401:
+            return CliError(f"admin API refused the token; pass --token or check {self.token_hint}")
+        if exc.status == 400:
+            return CliError(f"{exc.field or 'request'}: {exc.message}", EXIT_CONFIG)
+        if exc.status == 429:
+            return CliError(f"admin API: too many requests ({exc.message}); try again shortly")
+        return CliError(f"admin API: {exc.message} (HTTP {exc.status})")
+
+
+# --- straight to the database ------------------------------------------------------------
+
+
+class DirectTarget:
+    """The AuthStore itself, for when no broker runs: changes land in the database and a
+    broker started later reads them. Runs the store's coroutines on a private event loop;
+    use as a context manager (opens and closes the store)."""
+
+    def __init__(self, store: AuthStore, default_quota: Quota, description: str) -> None:
+        self.store = store
+        self.default_quota = default_quota
+        self.description = description
+        self._runner = asyncio.Runner()
+
+    def __enter__(self) -> DirectTarget:
+        self._runner.__enter__()
+        try:
+            self._runner.run(self.store.open())
+        except BaseException:
+            self._runner.close()
+            raise
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        try:
+            self._runner.run(self.store.close())
+        finally:
+            self._runner.close()
+
+    def list_tenants(self) -> JSON:
+        tenants = self._runner.run(self.store.list_tenants())
+        return {
+            "default_quota": self.default_quota.to_dict(),
+            "tenants": [tenant_json(t.name, t.quota, stored=t) for t in tenants],
+        }
+
+    def get_tenant(self, name: str) -> JSON | None:
+        stored = self._runner.run(self.store.get_tenant(name))
+        if stored is not None:
+            return tenant_json(name, stored.quota, stored=stored)
+        if name == DEFAULT_TENANT:
+            return tenant_json(name, self.default_quota, stored=None)
+        return None
+
+    def put_tenant(self, name: str, fields: Mapping[str, int | float]) -> JSON:
+        _validated(lambda v: v.tenant_name(name, "name"))
+        stored = self._runner.run(self.store.get_tenant(name))
+        base = stored.quota if stored is not None else self.default_quota
+        quota = Quota.from_mapping(fields, base)
+        now = time.time()
+        created = stored.created_at if stored is not None else now
+        tenant = Tenant(name, quota, created_at=created, updated_at=now)
+        self._runner.run(self.store.put_tenant(tenant))
+        again = self._runner.run(self.store.get_tenant(name)) or tenant
+        return tenant_json(name, again.quota, stored=again)
+
+    def delete_tenant(self, name: str) -> bool:
+        return self._runner.run(self.store.delete_tenant(name))
+
+    def list_credentials(self, tenant: str | None) -> list[JSON]:
+        credentials = self._runner.run(self.store.list_credentials(tenant))
+        return [credential_json(c) for c in credentials]
+
+    def get_credential(self, username: str) -> JSON | None:
+        credential = self._runner.run(self.store.get_credential(username))
+        return None if credential is None else credential_json(credential)
+
+    def add_credential(self, body: Mapping[str, Any]) -> JSON:
+        username, password, changes = _validated(lambda v: v.parse_new_credential(body))
+        now = time.time()
+        credential = dataclasses.replace(
+            Credential(username, _hash(password), created_at=now, updated_at=now), **changes
+        )
+        self._runner.run(self.store.add_credential(credential))
+        return self._stored(credential)
+
+    def update_credential(self, username: str, body: Mapping[str, Any]) -> JSON | None:
+        password, changes = _validated(lambda v: v.parse_credential_changes(body))
+        existing = self._runner.run(self.store.get_credential(username))
+        if existing is None:
+            return None
+        if password is not None:
+            changes["password_hash"] = _hash(password)
+        credential = dataclasses.replace(existing, **changes, updated_at=time.time())
+        self._runner.run(self.store.put_credential(credential))
+        return self._stored(credential)
+
+    def delete_credential(self, username: str) -> bool:
+        return self._runner.run(self.store.delete_credential(username))
+
+    def _stored(self, credential: Credential) -> JSON:
+        again = self._runner.run(self.store.get_credential(credential.username))
+        return credential_json(again or credential)
+
+
+def _validated(check: Callable[[ModuleType], T]) -> T:
+    """`check(mqttq.admin.validation)`: direct mode accepts exactly what the API accepts,
+    and a refusal names the field like the API's 400 does."""
+    from mqttq.admin import validation  # noqa: PLC0415 (imports aiohttp: only when needed)
+
+    try:
+        return check(validation)
+    except validation.ApiError as exc:
+        raise CliError(f"{exc.field or 'request'}: {exc.message}", EXIT_CONFIG) from None
+
+
+def _hash(password: str) -> str:
+    from mqttq.auth.passwords import hash_password  # noqa: PLC0415 (only direct mode hashes)
+
+    return hash_password(password)
+
+
+# --- choosing ----------------------------------------------------------------------------
+
+
+def _alive(pid: object) -> bool:
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # somebody else's process: alive all the same
+    return True
+
+
+def _answers(client: AdminClient) -> bool:
+    try:
+        health = client.health()
+    except (AdminApiError, AdminUnreachable):
+        return False
+    return health.get("status") == "ok"
+
+
+def _token(flag: str | None, settings: Settings) -> str | None:
+    """--token (or MQTTQ_ADMIN_TOKEN), else admin.token, else the broker's token file."""
+    if flag:
+        return flag
+    if settings.admin.token:
+        return settings.admin.token
+    try:
+        return (settings.storage.data_dir / TOKEN_FILE).read_text(encoding="utf-8").strip()
+    except OSError:
+        return None
+
+
+def _redacted(url: str) -> str:
+    """`url` without its password, for notes."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+@contextlib.contextmanager
+def open_target(
+    settings: Settings, admin_url: str | None, token: str | None
+) -> Iterator[AdminTarget]:
+    """The target a command goes to (see the module docstring), open for the block."""
+    token_hint = str(settings.storage.data_dir / TOKEN_FILE)
+    if admin_url:
+        found = _token(token, settings)
+        if found is None:
+            raise CliError(
+                f"no admin API token: pass --token ({ADMIN_TOKEN_ENV}) or set admin.token",
+                EXIT_CONFIG,
+            )
+        yield ApiTarget(AdminClient(admin_url, found), token_hint)
+        return
+    discovery = read_discovery(settings.storage.data_dir)
+    if discovery is not None and _alive(discovery.get("pid")):
+        url = str(discovery.get("url") or "")
+        found = _token(token, settings)
+        if url and _answers(AdminClient(url, found or "", HEALTH_TIMEOUT)):
+            if found is None:
+                raise CliError(
+                    f"a broker is running (admin API at {url}) but {token_hint} cannot be "
+                    f"read; pass --token ({ADMIN_TOKEN_ENV})"
+                )
+            yield ApiTarget(AdminClient(url, found), token_hint)
+            return
+    from mqttq.cli.serve_admin import AUTH_DB_NAME, open_auth_store  # noqa: PLC0415
+
+    store = open_auth_store(settings)
+    if settings.auth.store == "postgres":
+        where = f"PostgreSQL at {_redacted(settings.postgres.url)}"
+    else:
+        where = str(settings.storage.data_dir / AUTH_DB_NAME)
+    with DirectTarget(
+        store, settings.mqtt_limit.tenant, f"broker not running: editing {where} directly"
+    ) as direct:
+        yield direct
+
+
+@contextlib.contextmanager
+def admin_session(
+    config: Path | None, data_dir: str | None, admin_url: str | None, token: str | None
+) -> Iterator[AdminTarget]:
+    """Load the settings (like `mqttq serve`: --config, MQTTQ_* env, --data-dir), open the
+    target, say on stderr where the command goes, and run the block. Any failure a user
+    can fix ends the command with one line on stderr and exit 1 (2 for bad input or
+    configuration); nothing else is printed."""
+    settings: Settings | None = None
+    try:
+        settings = load_settings(config, os.environ, {"storage.data_dir": data_dir})
+        with open_target(settings, admin_url, token) as target:
+            note(target.description)
+            yield target
+    except Exception as exc:
+        explained = _explain(exc, settings)
+        if explained is None:
+            raise
+        message, code = explained
+        print_error(message)
+        raise typer.Exit(code) from None
+
+
+def _explain(exc: BaseException, settings: Settings | None) -> tuple[str, int] | None:
+    if isinstance(exc, QuotaError):
+        return str(exc), EXIT_CONFIG
+    if isinstance(exc, AuthStoreError) and settings is not None:
+        if settings.auth.store == "postgres":
+            hint = "check [postgres] url (postgres.url, MQTTQ_POSTGRES__URL)"
+        else:
+            hint = "check --data-dir (storage.data_dir)"
+        return f"credential store failed: {exc}; {hint}", EXIT_FAILURE
+    if isinstance(exc, sqlite3.Error) and settings is not None:
+        return (
+            f"cannot use the credential database in {settings.storage.data_dir}: {exc}; "
+            "check --data-dir (storage.data_dir)",
+            EXIT_FAILURE,
+        )
+    return explain(exc, settings)

@@ -1,0 +1,243 @@
+"""How `mqttq tenant` and `mqttq credentials` show tenants and credentials.
+
+Both commands print the admin API's JSON shapes (`--json`) or rich tables built from them,
+whether the data came from a running broker's API or straight from the database: direct
+mode turns model objects into the same shapes here (`tenant_json`, `credential_json`), so
+the two modes print the same thing. Notes about where a command went go to stderr, so
+stdout holds only the result.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Final
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from mqttq.auth.model import Credential, Tenant
+from mqttq.limits.quota import QUOTA_FIELDS, Quota
+
+__all__ = [
+    "JSON",
+    "QUOTA_LABELS",
+    "credential_json",
+    "note",
+    "print_json",
+    "render_credential",
+    "render_credentials",
+    "render_tenant",
+    "render_tenants",
+    "say",
+    "tenant_json",
+]
+
+JSON = dict[str, Any]
+
+QUOTA_LABELS: Final = {
+    "max_connections_per_node": "max conns",
+    "max_connection_rate": "conn/s",
+    "max_topics": "max topics",
+    "max_sessions": "max sessions",
+    "max_publish_rate": "publish/s",
+}
+"""Short column headers of the five quota fields, in QUOTA_FIELDS order."""
+USAGE_FIELDS: Final = ("connections", "sessions", "topics")
+
+
+# --- JSON shapes (those of the admin API) ---------------------------------------------------
+
+
+def tenant_json(
+    name: str,
+    quota: Quota,
+    *,
+    stored: Tenant | None,
+    usage: Mapping[str, int] | None = None,
+) -> JSON:
+    """The API's tenant object: `stored` is the tenant's row (None: it has none and uses
+    `quota`, the default); `usage` is None when no broker was asked."""
+    return {
+        "name": name,
+        "quota": quota.to_dict(),
+        "stored": stored is not None,
+        "usage": None if usage is None else dict(usage),
+        "created_at": None if stored is None else stored.created_at,
+        "updated_at": None if stored is None else stored.updated_at,
+    }
+
+
+def credential_json(credential: Credential) -> JSON:
+    """The API's credential object: every field but the password hash."""
+    return {
+        "username": credential.username,
+        "tenant": credential.tenant,
+        "client_type": str(credential.client_type),
+        "client_id_pattern": credential.client_id_pattern,
+        "publish_acl": list(credential.publish_acl),
+        "subscribe_acl": list(credential.subscribe_acl),
+        "created_at": credential.created_at,
+        "updated_at": credential.updated_at,
+    }
+
+
+# --- output ---------------------------------------------------------------------------------
+
+
+def print_json(data: Any) -> None:
+    """`data` as one line of JSON on stdout."""
+    sys.stdout.write(json.dumps(data, ensure_ascii=False) + "\n")
+
+
+def note(message: str) -> None:
+    """A dim line on stderr (where a command went), never mixed into stdout."""
+    Console(stderr=True, soft_wrap=True, highlight=False).print(Text(message, style="dim"))
+
+
+def say(message: str) -> None:
+    """A one-line result on stdout (`tenant 'acme' removed`)."""
+    _stdout().print(Text(message))
+
+
+def _stdout() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _number(value: Any) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "-" if value is None else str(value)
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return f"{value:,}"
+
+
+def _time(value: Any) -> str:
+    """Seconds since the epoch as local time; anything else (a string) as given."""
+    if isinstance(value, bool) or value is None or value == 0:
+        return "-"
+    if isinstance(value, (int, float)):
+        return datetime.fromtimestamp(value).strftime("%Y-%m-%d %H:%M:%S")
+    return str(value)
+
+
+def _acl(filters: Sequence[str] | None) -> str:
+    if filters is None:
+        return "-"
+    return "\n".join(filters) if filters else "(nothing)"
+
+
+_UNITS: Final = ((10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "k"))
+
+
+def _compact(value: Any) -> str:
+    """A limit for a narrow table, still exact: 10M, 2.5, 12,345 (a unit only when the
+    value is a whole number of it)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value == int(value):
+        whole = int(value)
+        for unit, suffix in _UNITS:
+            if whole >= unit and whole % unit == 0:
+                return f"{whole // unit:,}{suffix}"
+    return _number(value)
+
+
+# Columns of `tenant ls`: the count limits (with the usage when a broker gave it), then
+# the rates.
+_COUNT_COLUMNS: Final = (
+    ("max_connections_per_node", "conns", "connections"),
+    ("max_sessions", "sessions", "sessions"),
+    ("max_topics", "topics", "topics"),
+)
+_RATE_COLUMNS: Final = (("max_connection_rate", "conn/s"), ("max_publish_rate", "publish/s"))
+
+
+def render_tenants(data: Mapping[str, Any]) -> None:
+    """The answer of `list_tenants` as a table: each count limit as `used / max` when a
+    broker gave the usage, then the rates and the default quota."""
+    tenants: list[Mapping[str, Any]] = list(data.get("tenants") or [])
+    with_usage = any(isinstance(t.get("usage"), Mapping) for t in tenants)
+    table = Table()
+    table.add_column("tenant", overflow="fold", min_width=8)
+    table.add_column("stored", no_wrap=True)
+    for _field, header, _usage in _COUNT_COLUMNS:
+        shown = f"{header}\nnow / max" if with_usage else f"{header}\nmax"
+        table.add_column(shown, justify="right", no_wrap=True)
+    for _field, header in _RATE_COLUMNS:
+        table.add_column(f"{header}\nmax", justify="right", no_wrap=True)
+    for tenant in tenants:
+        quota = tenant.get("quota") or {}
+        usage = tenant.get("usage")
+        row = [str(tenant.get("name")), "yes" if tenant.get("stored") else "no"]
+        for field, _header, name in _COUNT_COLUMNS:
+            limit = _compact(quota.get(field))
+            if isinstance(usage, Mapping):
+                limit = f"{_number(usage.get(name))} / {limit}"
+            row.append(limit)
+        row += [_compact(quota.get(field)) for field, _header in _RATE_COLUMNS]
+        table.add_row(*row)
+    console = _stdout()
+    console.print(table)
+    default = data.get("default_quota") or {}
+    described = ", ".join(
+        f"{QUOTA_LABELS[field]} {_number(default.get(field))}" for field in QUOTA_FIELDS
+    )
+    console.print(f"{len(tenants)} tenants; tenants without a stored quota use: {described}")
+
+
+def render_tenant(tenant: Mapping[str, Any]) -> None:
+    """One tenant as a field/value table (quota fields under their config names)."""
+    table = Table("field", "value", title=f"tenant {tenant.get('name')!r}", title_justify="left")
+    stored = tenant.get("stored")
+    table.add_row("stored", "yes" if stored else "no (uses the default quota)")
+    quota = tenant.get("quota") or {}
+    for field in QUOTA_FIELDS:
+        table.add_row(field, _number(quota.get(field)))
+    usage = tenant.get("usage")
+    if isinstance(usage, Mapping):
+        for name in USAGE_FIELDS:
+            table.add_row(f"{name} (now)", _number(usage.get(name)))
+    table.add_row("created", _time(tenant.get("created_at")))
+    table.add_row("updated", _time(tenant.get("updated_at")))
+    _stdout().print(table)
+
+
+def render_credentials(credentials: Sequence[Mapping[str, Any]]) -> None:
+    """Credentials as a table, one row each (never a hash or password)."""
+    table = Table()
+    for header in ("username", "tenant", "type"):
+        table.add_column(header, no_wrap=True)
+    for header in ("client id", "publish", "subscribe"):
+        table.add_column(header, overflow="fold")
+    for credential in credentials:
+        table.add_row(
+            str(credential.get("username")),
+            str(credential.get("tenant")),
+            str(credential.get("client_type")),
+            credential.get("client_id_pattern") or "any",
+            _acl(credential.get("publish_acl")),
+            _acl(credential.get("subscribe_acl")),
+        )
+    console = _stdout()
+    console.print(table)
+    console.print(f"{len(credentials)} credentials")
+
+
+def render_credential(credential: Mapping[str, Any]) -> None:
+    """One credential as a field/value table (never a hash or password)."""
+    table = Table(
+        "field",
+        "value",
+        title=f"credential {credential.get('username')!r}",
+        title_justify="left",
+    )
+    table.add_row("tenant", str(credential.get("tenant")))
+    table.add_row("client type", str(credential.get("client_type")))
+    table.add_row("client id pattern", credential.get("client_id_pattern") or "any")
+    table.add_row("publish acl", _acl(credential.get("publish_acl")))
+    table.add_row("subscribe acl", _acl(credential.get("subscribe_acl")))
+    table.add_row("created", _time(credential.get("created_at")))
+    table.add_row("updated", _time(credential.get("updated_at")))
+    _stdout().print(table)

@@ -1,0 +1,677 @@
+"""The admin HTTP API over real HTTP (AdminServer on 127.0.0.1 port 0, aiohttp client),
+against BackendDouble with a real SqliteAuthStore: every route's statuses, bodies and
+field names; the token; the per-URI rate limit; bad input changing nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from mqttq.auth.empty_store import EmptyAuthStore
+from mqttq.auth.model import ClientType, Credential, Tenant
+from mqttq.auth.passwords import verify_password
+from mqttq.limits.quota import Quota
+from tests.admin.backend_double import BackendDouble, populated
+from tests.admin.conftest import Api, RunAdmin
+
+API = "/api/v1"
+CREDENTIAL_KEYS = {
+    "username",
+    "tenant",
+    "client_type",
+    "client_id_pattern",
+    "publish_acl",
+    "subscribe_acl",
+    "created_at",
+    "updated_at",
+}
+JSON_TYPE = {"Content-Type": "application/json"}
+TENANT_KEYS = {"name", "quota", "stored", "usage", "created_at", "updated_at"}
+
+# One concrete request per protected route (method, path).
+PROTECTED = [
+    ("GET", "/metrics"),
+    ("GET", f"{API}/sessions"),
+    ("GET", f"{API}/sessions/c1"),
+    ("POST", f"{API}/sessions/c1/disconnect"),
+    ("DELETE", f"{API}/sessions/c1"),
+    ("GET", f"{API}/subscriptions"),
+    ("GET", f"{API}/retained"),
+    ("DELETE", f"{API}/retained?topic=a"),
+    ("GET", f"{API}/tenants"),
+    ("GET", f"{API}/tenants/acme"),
+    ("PUT", f"{API}/tenants/acme"),
+    ("DELETE", f"{API}/tenants/acme"),
+    ("GET", f"{API}/limits"),
+    ("PUT", f"{API}/limits"),
+    ("GET", f"{API}/credentials"),
+    ("POST", f"{API}/credentials"),
+    ("GET", f"{API}/credentials/u"),
+    ("PUT", f"{API}/credentials/u"),
+    ("DELETE", f"{API}/credentials/u"),
+]
+
+
+def assert_error(answer: Any, status: int, field: str | None) -> None:
+    assert answer.status == status, answer.body
+    assert set(answer.body) == {"error", "field"}
+    assert isinstance(answer.body["error"], str) and answer.body["error"]
+    assert answer.body["field"] == field
+
+
+# --- token --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("method", "path"), PROTECTED)
+def test_every_protected_route_needs_the_token(admin: RunAdmin, method: str, path: str) -> None:
+    async def scenario(api: Api) -> None:
+        for headers in (
+            {},
+            {"Authorization": "Bearer wrong-token"},
+            {"Authorization": "Basic dGVzdA=="},
+            {"Authorization": "Bearer"},
+        ):
+            answer = await api.call(method, path, headers=headers, token=None, json={})
+            assert_error(answer, 401, None)
+            assert answer.headers["WWW-Authenticate"] == "Bearer"
+        # Nothing a refused request asked for happened.
+        assert "c1" in api.backend.sessions
+        assert await api.backend.store.list_tenants() == []
+
+    admin(scenario, setup=populated)
+
+
+def test_token_scheme_is_case_insensitive_and_unknown_paths_need_it(admin: RunAdmin) -> None:
+    async def scenario(api: Api) -> None:
+        answer = await api.get(
+            f"{API}/limits", token=None, headers={"Authorization": "bearer test-token-0123456789"}
+        )
+        assert answer.status == 200
+        assert_error(await api.get("/nothing/here", token=None), 401, None)
+        assert_error(await api.get("/nothing/here"), 404, None)
+
+    admin(scenario)
+
+
+def test_health_and_openapi_need_no_token(admin: RunAdmin) -> None:
+    async def scenario(api: Api) -> None:
+        health = await api.get("/health", token=None)
+        assert health.status == 200
+        assert health.body == api.backend.health()
+        document = await api.get("/openapi.json", token=None)
+        assert document.status == 200
+        assert document.body["openapi"] == "3.1.0"
+        # A wrong token does not spoil them either.
+        assert (await api.get("/health", token="wrong")).status == 200
+
+    admin(scenario)
+
+
+# --- sessions, subscriptions, retained ----------------------------------------------------
+
+
+def test_list_sessions_filters_and_limits(admin: RunAdmin) -> None:
+    async def scenario(api: Api) -> None:
+        answer = await api.get(f"{API}/sessions")
+        assert answer.status == 200
+        assert [s["client_id"] for s in answer.body["sessions"]] == ["c1", "c2", "d1"]
+        assert answer.body["sessions"][0] == api.backend.sessions["c1"]
+        by_tenant = await api.get(f"{API}/sessions", params={"tenant": "default"})
+        assert [s["client_id"] for s in by_tenant.body["sessions"]] == ["d1"]
+        by_prefix = await api.get(f"{API}/sessions", params={"prefix": "c", "limit": "1"})
+        assert [s["client_id"] for s in by_prefix.body["sessions"]] == ["c1"]
+        empty_means_any = await api.get(f"{API}/sessions", params={"tenant": ""})
+        assert len(empty_means_any.body["sessions"]) == 3
+
+    admin(scenario, setup=populated)
+
+
+@pytest.mark.parametrize("limit", ["0", "10001", "-1", "abc", "1.5", "\u0661", "+5"])
+def test_limit_out_of_range_is_refused(admin: RunAdmin, limit: str) -> None:
+    async def scenario(api: Api) -> None:
+        for path in (f"{API}/sessions", f"{API}/retained"):
+            assert_error(await api.get(path, params={"limit": limit}), 400, "limit")
+
+    admin(scenario, setup=populated)
+
+
+def test_limit_bounds_are_accepted(admin: RunAdmin) -> None:
+    async def scenario(api: Api) -> None:
+        for limit in ("1", "10000"):
+            answer = await api.get(f"{API}/retained", params={"limit": limit})
+            assert answer.status == 200
+            assert len(answer.body["retained"]) == min(int(limit), 3)
+
+    admin(scenario, setup=populated)
+
+
+def test_unknown_or_repeated_query_parameters_are_refused(admin: RunAdmin) -> None:
+    async def scenario(api: Api) -> None:
+        assert_error(await api.get(f"{API}/sessions?tenat=acme"), 400, "tenat")
+        assert_error(await api.get(f"{API}/sessions?tenant=a&tenant=b"), 400, "tenant")
+        assert_error(await api.get(f"{API}/tenants?x=1"), 400, "x")
+
+    admin(scenario, setup=populated)
+
+
+def test_show_session(admin: RunAdmin) -> None:
+    async def scenario(api: Api) -> None:
+        answer = await api.get(f"{API}/sessions/c1")
+        assert answer.status == 200
+        assert answer.body["client_id"] == "c1"
+        assert [s["topic_filter"] for s in answer.body["subscriptions"]] == ["a/+"]
+        assert_error(await api.get(f"{API}/sessions/nobody"), 404, "client_id")
+
+    admin(scenario, setup=populated)
+
+
+def test_client_id_with_a_slash_is_one_path_segment(admin: RunAdmin) -> None:
+    def setup(backend: BackendDouble) -> None:
+        backend.add_session("site/7 dev")
+
+    async def scenario(api: Api) -> None:
+        answer = await api.get(f"{API}/sessions/site%2F7%20dev")
+        assert answer.status == 200
+        assert answer.body["client_id"] == "site/7 dev"
+
+    admin(scenario, setup=setup)
+
+
+def test_disconnect_session(admin: RunAdmin) -> None:
+    async def scenario(api: Api) -> None:
+        first = await api.call("POST", f"{API}/sessions/c1/disconnect")
+        assert (first.status, first.body) == (200, {"disconnected": True})
+        again = await api.call("POST", f"{API}/sessions/c1/disconnect")
+        assert (again.status, again.body) == (200, {"disconnected": False})
+        offline = await api.call("POST", f"{API}/sessions/c2/disconnect")
+        assert offline.body == {"disconnected": False}
+        assert_error(await api.call("POST", f"{API}/sessions/zz/disconnect"), 404, "client_id")
+        assert api.backend.disconnected == ["c1"]
+        assert "c1" in api.backend.sessions  # the session stays
+
+    admin(scenario, setup=populated)
+
+
+def test_remove_session(admin: RunAdmin) -> None:
+    async def scenario(api: Api) -> None:
+        answer = await api.call("DELETE", f"{API}/sessions/c2")
+        assert (answer.status, answer.body) == (204, None)
+        assert "c2" not in api.backend.sessions
+        assert_error(await api.call("DELETE", f"{API}/sessions/c2"), 404, "client_id")
+
+    admin(scenario, setup=populated)
+
+
+def test_list_subscriptions(admin: RunAdmin) -> None:
+    async def scenario(api: Api) -> None:
+        every = await api.get(f"{API}/subscriptions")
+        assert every.status == 200
+        assert [s["topic_filter"] for s in every.body["subscriptions"]] == ["a/+", "b/#", "x"]
+        assert set(every.body["subscriptions"][0]) == {
+            "client_id",
+            "tenant",
+            "topic_filter",
+            "qos",
+            "no_local",
+            "retain_as_published",
+            "retain_handling",
+            "subscription_identifier",
+        }
+        acme = await api.get(f"{API}/subscriptions", params={"tenant": "acme"})
+        assert [s["client_id"] for s in acme.body["subscriptions"]] == ["c1", "c2"]
+        one = await api.get(f"{API}/subscriptions", params={"client_id": "c2"})
+        assert [s["topic_filter"] for s in one.body["subscriptions"]] == ["b/#"]
+
+    admin(scenario, setup=populated)
+
+
+def test_list_and_delete_retained(admin: RunAdmin) -> None:
+    async def scenario(api: Api) -> None:
+        every = await api.get(f"{API}/retained")
+        assert [(r["tenant"], r["topic"]) for r in every.body["retained"]] == [
+            ("acme", "a/1"),
+            ("default", "a/1"),
+            ("default", "z"),
+        ]
+        acme = await api.get(f"{API}/retained", params={"tenant": "acme"})
+        assert acme.body["retained"] == [api.backend.retained[("acme", "a/1")]]
+
+        deleted = await api.call(
+            "DELETE", f"{API}/retained", params={"tenant": "acme", "topic": "a/1"}
+        )
+        assert deleted.status == 204
+        assert ("acme", "a/1") not in api.backend.retained
+        assert ("default", "a/1") in api.backend.retained
+        gone = await api.call(
+            "DELETE", f"{API}/retained", params={"tenant": "acme", "topic": "a/1"}
+        )
+        assert_error(gone, 404, "topic")
+        # The tenant defaults to "default".
+        assert (await api.call("DELETE", f"{API}/retained", params={"topic": "z"})).status == 204
+        assert ("default", "z") not in api.backend.retained
+
+    admin(scenario, setup=populated)
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"tenant": "acme"}, "topic"),
+        ({"topic": "a/+"}, "topic"),
+        ({"topic": "a/#"}, "topic"),
+        ({"topic": "a", "tenant": "no spaces"}, "tenant"),
+    ],
+)
+def test_delete_retained_bad_input(admin: RunAdmin, params: dict[str, str], field: str) -> None:
+    async def scenario(api: Api) -> None:
+        assert_error(await api.call("DELETE", f"{API}/retained", params=params), 400, field)
+        assert len(api.backend.retained) == 3
+
+    admin(scenario, setup=populated)
+
+
+# --- tenants and limits -------------------------------------------------------------------
+
+
+def test_tenants_list_show_put_delete(admin: RunAdmin) -> None:
+    async def scenario(api: Api) -> None:
+        backend = api.backend
+        backend.usage["acme"] = {"connections": 2, "sessions": 3, "topics": 4}
+        empty = await api.get(f"{API}/tenants")
+        assert empty.status == 200
+        assert empty.body == {"default_quota": backend.default_quota.to_dict(), "tenants": []}
+
+        put = await api.call("PUT", f"{API}/tenants/acme", json={"max_topics": 7})
+        assert put.status == 200
+        assert set(put.body) == TENANT_KEYS
+        expected = backend.default_quota.replace(max_topics=7)
+        assert put.body["quota"] == expected.to_dict()
+        assert put.body["stored"] is True
+        assert put.body["usage"] == {"connections": 2, "sessions": 3, "topics": 4}
+        stored = await backend.store.get_tenant("acme")
+        assert stored is not None and stored.quota == expected
+        assert put.body["created_at"] == stored.created_at > 0
+
+        # A second PUT keeps the stored fields it does not name.
+        again = await api.call("PUT", f"{API}/tenants/acme", json={"max_publish_rate": 9.5})
+        assert again.body["quota"] == expected.replace(max_publish_rate=9.5).to_dict()
+        assert again.body["created_at"] == stored.created_at
+
+        listed = await api.get(f"{API}/tenants")
+        assert [t["name"] for t in listed.body["tenants"]] == ["acme"]
+        assert listed.body["tenants"][0] == (await api.get(f"{API}/tenants/acme")).body
+
+        deleted = await api.call("DELETE", f"{API}/tenants/acme")
+        assert deleted.status == 204
+        assert await backend.store.get_tenant("acme") is None
+        assert_error(await api.call("DELETE", f"{API}/tenants/acme"), 404, "name")
+
+    admin(scenario)
+
+
+def test_unstored_tenants(admin: RunAdmin) -> None:
+    async def scenario(api: Api) -> None:
+        api.backend.usage["busy"] = {"connections": 1, "sessions": 1, "topics": 0}
+        default = await api.get(f"{API}/tenants/default")
+        assert default.status == 200
+        assert default.body == {
+            "name": "default",
+            "quota": api.backend.default_quota.to_dict(),
+            "stored": False,
+            "usage": {"connections": 0, "sessions": 0, "topics": 0},
+            "created_at": None,
+            "updated_at": None,
+        }
+        busy = await api.get(f"{API}/tenants/busy")
+        assert (busy.status, busy.body["stored"]) == (200, False)
+        assert_error(await api.get(f"{API}/tenants/idle"), 404, "name")
+
+    admin(scenario)
+
+
+def test_unknown_tenant_from_the_backend_is_404(admin: RunAdmin) -> None:
+    async def scenario(api: Api) -> None:
+        api.backend.unknown_tenant_raises = True
+        assert_error(await api.call("DELETE", f"{API}/tenants/ghost"), 404, "name")
+
+    admin(scenario)
+
+
+BAD_QUOTAS = [
+    ({"max_topics": -1}, "max_topics"),
+    ({"max_topics": 1.5}, "max_topics"),
+    ({"max_topics": "10"}, "max_topics"),
+    ({"max_topics": True}, "max_topics"),
+    ({"max_topics": None}, "max_topics"),
+    ({"max_publish_rate": -0.5}, "max_publish_rate"),
+    ('{"max_connection_rate": 1e400}', "max_connection_rate"),
+    ({"max_sessions": 2**63}, "max_sessions"),
+    ({"max_topics": 5, "max_sesions": 1}, "max_sesions"),
+    ({"max_connections_per_node": 5, "max_publish_rate": "fast"}, "max_publish_rate"),
+]
+
+
+@pytest.mark.parametrize(("body", "field"), BAD_QUOTAS)
+def test_bad_quota_changes_nothing(admin: RunAdmin, body: dict[str, Any] | str, field: str) -> None:
+    data = body if isinstance(body, str) else json.dumps(body)
+
+    async def scenario(api: Api) -> None:
+        backend = api.backend
+        await backend.store.put_tenant(Tenant("acme", Quota(max_topics=3), 1.0, 1.0))
+        before = await backend.store.list_tenants()
+        node = backend.node
+        for path in (f"{API}/tenants/acme", f"{API}/tenants/newcomer", f"{API}/limits"):
+            answer = await api.call("PUT", path, data=data, headers=JSON_TYPE)
+            assert_error(answer, 400, field)
+        assert await backend.store.list_tenants() == before
+        assert backend.node is node
+
+    admin(scenario)
+
+
+@pytest.mark.parametrize(
+    ("data", "content_type"),
+    [
+        ("{bad json", "application/json"),
+        ("", "application/json"),
+        ("[1, 2]", "application/json"),
+        ('"max_topics"', "application/json"),
+        ("null", "application/json"),
+        ('{"max_topics": NaN}', "application/json"),
+        ('{"max_topics": Infinity}', "application/json"),
+        (b'{"max_topics": "\xff"}', "application/json"),
+        ('{"max_topics": 5}', "text/plain"),
+        ('{"max_topics": 5}', "application/x-www-form-urlencoded"),
+    ],
+)
+def test_malformed_bodies_are_refused(
+    admin: RunAdmin, data: str | bytes, content_type: str
+) -> None:
+    async def scenario(api: Api) -> None:
+        headers = {"Content-Type": content_type}
+        for method, path in (
+            ("PUT", f"{API}/tenants/acme"),
+            ("PUT", f"{API}/limits"),
+            ("POST", f"{API}/credentials"),
+            ("PUT", f"{API}/credentials/u"),
+        ):
+            answer = await api.call(method, path, data=data, headers=headers)
+            assert_error(answer, 400, None)
+        assert await api.backend.store.list_tenants() == []
+        assert await api.backend.store.list_credentials() == []
+        assert api.backend.node == Quota()
+
+    admin(scenario)
+
+
+def test_bad_tenant_name_in_put(admin: RunAdmin) -> None:
+    async def scenario(api: Api) -> None:
+        for name in ("with%20space", "a" * 129, "sl%2Fash", "%C3%A9t%C3%A9"):
+            answer = await api.call("PUT", f"{API}/tenants/{name}", json={"max_topics": 1})
+            assert_error(answer, 400, "name")
+        ok = await api.call("PUT", f"{API}/tenants/{'a' * 128}", json={})
+        assert ok.status == 200
+        assert [t.name for t in await api.backend.store.list_tenants()] == ["a" * 128]
+
+    admin(scenario)
+
+
+def test_node_limits(admin: RunAdmin) -> None:
+    async def scenario(api: Api) -> None:
+        answer = await api.get(f"{API}/limits")
+        assert answer.body == {"node": Quota().to_dict()}
+        put = await api.call("PUT", f"{API}/limits", json={"max_publish_rate": 10, "max_topics": 2})
+        assert put.status == 200
+        expected = Quota(max_publish_rate=10.0, max_topics=2)
+        assert put.body == {"node": expected.to_dict()}
+        assert api.backend.node == expected
+        again = await api.call("PUT", f"{API}/limits", json={"max_sessions": 4})
+        assert again.body == {"node": expected.replace(max_sessions=4).to_dict()}
+
+    admin(scenario)
+
+
+# --- credentials --------------------------------------------------------------------------
+
+
+def test_credential_lifecycle(admin: RunAdmin) -> None:
+    async def scenario(api: Api) -> None:
+        store = api.backend.store
+        body = {
+            "username": "sensor-1",
+            "password": "s3cret",
+            "tenant": "acme",
+            "client_type": "APPLICATION",
+            "client_id_pattern": "sensor-*",
+            "publish_acl": ["acme/%c/#"],
+            "subscribe_acl": ["acme/+/cmd", "$share/g/acme/all"],
+        }
+        created = await api.call("POST", f"{API}/credentials", json=body)
+        assert created.status == 201
+        assert set(created.body) == CREDENTIAL_KEYS
+        assert {k: created.body[k] for k in body if k != "password"} == {
+            k: v for k, v in body.items() if k != "password"
+        }
+        assert created.body["created_at"] == created.body["updated_at"] > 0
+        stored = await store.get_credential("sensor-1")
+        assert stored is not None
+        assert stored.client_type is ClientType.APPLICATION
+        assert stored.subscribe_acl == ("acme/+/cmd", "$share/g/acme/all")
+        assert verify_password("s3cret", stored.password_hash)
+
+        shown = await api.get(f"{API}/credentials/sensor-1")
+        assert shown.body == created.body
+        assert_error(await api.get(f"{API}/credentials/nobody"), 404, "username")
+
+        minimal = await api.call(
+            "POST", f"{API}/credentials", json={"username": "plain", "password": "pw"}
+        )
+        assert minimal.status == 201
+        assert minimal.body["tenant"] == "default"
+        assert minimal.body["client_type"] == "DEVICE"
+        assert minimal.body["client_id_pattern"] is None
+        assert minimal.body["publish_acl"] == ["#"] == minimal.body["subscribe_acl"]
+
+        listed = await api.get(f"{API}/credentials")
+        assert [c["username"] for c in listed.body["credentials"]] == ["plain", "sensor-1"]
+        acme = await api.get(f"{API}/credentials", params={"tenant": "acme"})
+        assert [c["username"] for c in acme.body["credentials"]] == ["sensor-1"]
+        for answer in (created, shown, minimal, listed):
+            assert "password_hash" not in str(answer.body)
+            assert "scrypt" not in str(answer.body)
+
+        updated = await api.call(
+            "PUT",
+            f"{API}/credentials/sensor-1",
+            json={"password": "n3w", "publish_acl": [], "client_id_pattern": None},
+        )
+        assert updated.status == 200
+        assert updated.body["publish_acl"] == []
+        assert updated.body["client_id_pattern"] is None
+        assert updated.body["tenant"] == "acme"
+        assert updated.body["created_at"] == created.body["created_at"]
+        assert updated.body["updated_at"] >= created.body["updated_at"]
+        again = await store.get_credential("sensor-1")
+        assert again is not None
+        assert verify_password("n3w", again.password_hash)
+        assert not verify_password("s3cret", again.password_hash)
+
+        # A PUT without a password keeps the hash.
+        kept = await api.call("PUT", f"{API}/credentials/sensor-1", json={"tenant": "other"})
+        assert kept.body["tenant"] == "other"
+        after = await store.get_credential("sensor-1")
+        assert after is not None and after.password_hash == again.password_hash
+
+        deleted = await api.call("DELETE", f"{API}/credentials/sensor-1")
+        assert deleted.status == 204
+        assert await store.get_credential("sensor-1") is None
+        assert_error(await api.call("DELETE", f"{API}/credentials/sensor-1"), 404, "username")
+        missing = await api.call("PUT", f"{API}/credentials/sensor-1", json={"tenant": "x"})
+        assert_error(missing, 404, "username")
+
+    admin(scenario)
+
+
+def test_duplicate_username_is_409(admin: RunAdmin) -> None:
+    async def scenario(api: Api) -> None:
+        first = {"username": "u", "password": "one"}
+        assert (await api.call("POST", f"{API}/credentials", json=first)).status == 201
+        stored = await api.backend.store.get_credential("u")
+        second = {"username": "u", "password": "two", "tenant": "acme"}
+        assert_error(await api.call("POST", f"{API}/credentials", json=second), 409, "username")
+        assert await api.backend.store.get_credential("u") == stored
+
+    admin(scenario)
+
+
+BAD_CREDENTIALS: list[tuple[dict[str, Any], str]] = [
+    ({"password": "p"}, "username"),
+    ({"username": "u"}, "password"),
+    ({"username": "", "password": "p"}, "username"),
+    ({"username": "a b", "password": "p"}, "username"),
+    ({"username": "tab\there", "password": "p"}, "username"),
+    ({"username": "u" * 257, "password": "p"}, "username"),
+    ({"username": 5, "password": "p"}, "username"),
+    ({"username": "u", "password": ""}, "password"),
+    ({"username": "u", "password": None}, "password"),
+    ({"username": "u", "password": "\ud800"}, "password"),
+    ({"username": "u", "password": "p", "tenant": ""}, "tenant"),
+    ({"username": "u", "password": "p", "tenant": "a/b"}, "tenant"),
+    ({"username": "u", "password": "p", "tenant": "t" * 129}, "tenant"),
+    ({"username": "u", "password": "p", "client_type": "device"}, "client_type"),
+    ({"username": "u", "password": "p", "client_type": None}, "client_type"),
+    ({"username": "u", "password": "p", "client_id_pattern": 3}, "client_id_pattern"),
+    ({"username": "u", "password": "p", "client_id_pattern": ""}, "client_id_pattern"),
+    ({"username": "u", "password": "p", "publish_acl": "a/#"}, "publish_acl"),
+    ({"username": "u", "password": "p", "publish_acl": ["a/#/b"]}, "publish_acl"),
+    ({"username": "u", "password": "p", "publish_acl": [""]}, "publish_acl"),
+    ({"username": "u", "password": "p", "subscribe_acl": ["ok", 7]}, "subscribe_acl"),
+    ({"username": "u", "password": "p", "subscribe_acl": ["a+"]}, "subscribe_acl"),
+    ({"username": "u", "password": "p", "subscribe_acl": ["$share/g"]}, "subscribe_acl"),
+    ({"username": "u", "password": "p", "password_hash": "x"}, "password_hash"),
+    ({"username": "u", "password": "p", "created_at": 1}, "created_at"),
+]
+
+
+BAD_CHANGES: list[tuple[dict[str, Any], str]] = [
+    ({k: v for k, v in body.items() if k != "username"}, field)
+    for body, field in BAD_CREDENTIALS
+    if field not in ("username", "password") or ("password" in body and body["password"] != "p")
+] + [({"username": "renamed"}, "username")]
+
+
+@pytest.mark.parametrize(("body", "field"), BAD_CREDENTIALS)
+def test_bad_new_credential_changes_nothing(
+    admin: RunAdmin, body: dict[str, Any], field: str
+) -> None:
+    async def scenario(api: Api) -> None:
+        assert_error(await api.call("POST", f"{API}/credentials", json=body), 400, field)
+        assert await api.backend.store.list_credentials() == []
+
+    admin(scenario)
+
+
+@pytest.mark.parametrize(("body", "field"), BAD_CHANGES)
+def test_bad_credential_change_changes_nothing(
+    admin: RunAdmin, body: dict[str, Any], field: str
+) -> None:
+    async def scenario(api: Api) -> None:
+        store = api.backend.store
+        original = Credential("u", "scrypt$stored", tenant="t0", created_at=1.0, updated_at=1.0)
+        await store.add_credential(original)
+        before = await store.list_credentials()
+        assert_error(await api.call("PUT", f"{API}/credentials/u", json=body), 400, field)
+        assert await store.list_credentials() == before
+
+    admin(scenario)
+
+
+def test_store_failure_is_503(admin: RunAdmin) -> None:
+    async def scenario(api: Api) -> None:
+        api.backend.store = EmptyAuthStore()
+        answer = await api.call(
+            "POST", f"{API}/credentials", json={"username": "u", "password": "p"}
+        )
+        assert_error(answer, 503, None)
+        assert "no credential store" in answer.body["error"]
+        assert_error(await api.call("PUT", f"{API}/tenants/acme", json={}), 503, None)
+
+    admin(scenario)
+
+
+# --- errors -------------------------------------------------------------------------------
+
+
+def test_unknown_route_and_method(admin: RunAdmin) -> None:
+    async def scenario(api: Api) -> None:
+        assert_error(await api.get(f"{API}/nothing"), 404, None)
+        wrong = await api.call("PATCH", f"{API}/limits")
+        assert_error(wrong, 405, None)
+        assert set(wrong.headers["Allow"].split(",")) == {"GET", "PUT"}
+
+    admin(scenario)
+
+
+def test_unexpected_failure_is_a_plain_500(
+    admin: RunAdmin, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario(api: Api) -> None:
+        api.backend.broken = True
+        answer = await api.get(f"{API}/sessions")
+        assert answer.status == 500
+        assert answer.body == {"error": "internal error", "field": None}
+        assert "Traceback" not in str(answer.body)
+        # The API keeps serving.
+        assert (await api.get(f"{API}/limits")).status == 200
+
+    with caplog.at_level("ERROR", logger="mqttq.admin"):
+        admin(scenario)
+    failures = [r for r in caplog.records if r.name == "mqttq.admin" and r.exc_info]
+    assert [r.exc_info[1].__class__ for r in failures if r.exc_info] == [RuntimeError]
+
+
+# --- per-URI rate limit -------------------------------------------------------------------
+
+
+def test_rate_limit_refuses_after_the_budget_per_route(admin: RunAdmin) -> None:
+    # 0.01 requests/s: a burst of one, and the next token is 100 s away.
+    async def scenario(api: Api) -> None:
+        statuses = [(await api.get(f"{API}/tenants")).status for _ in range(6)]
+        assert statuses.count(200) == 1
+        assert statuses.count(429) == 5
+        refused = await api.get(f"{API}/tenants")
+        assert_error(refused, 429, None)
+        assert int(refused.headers["Retry-After"]) >= 1
+
+        # Another URI has its own budget ...
+        assert (await api.get(f"{API}/limits")).status == 200
+        # ... but another id on one route pattern does not.
+        assert (await api.get(f"{API}/sessions/c1")).status == 200
+        assert_error(await api.get(f"{API}/sessions/c2"), 429, None)
+        assert api.server.rate_limit.refused[f"{API}/tenants"] == 6
+        assert api.server.rate_limit.refused[f"{API}/sessions/{{client_id}}"] == 1
+
+    admin(scenario, uri_rate=0.01, rate_wait=0.0, setup=populated)
+
+
+def test_rate_limit_lets_requests_wait_for_a_token(admin: RunAdmin) -> None:
+    async def scenario(api: Api) -> None:
+        answers = await asyncio.gather(*(api.get(f"{API}/limits") for _ in range(30)))
+        assert [a.status for a in answers] == [200] * 30
+        assert api.server.rate_limit.refused[f"{API}/limits"] == 0
+
+    admin(scenario, uri_rate=25.0, rate_wait=30.0)
+
+
+def test_refused_requests_reach_the_metrics(admin: RunAdmin) -> None:
+    async def scenario(api: Api) -> None:
+        for _ in range(3):
+            await api.get(f"{API}/credentials")
+        text = (await api.get("/metrics")).body
+        assert 'mqttq_admin_requests_refused_total{route="/api/v1/credentials"} 2.0' in text
+        assert 'mqttq_admin_requests_refused_total{route="/api/v1/tenants"} 0.0' in text
+
+    admin(scenario, uri_rate=0.01, rate_wait=0.0)

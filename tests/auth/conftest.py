@@ -1,0 +1,41 @@
+"""Fixtures of the AuthStore contract suite: every adapter, each test on fresh storage.
+
+A real PostgreSQL (tests/postgres_fixtures.py), imported here because pytest refuses
+`pytest_plugins` in a conftest below the root one; it starts only when a PostgreSQL case
+runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from mqttq.auth.ports import AuthStore
+from mqttq.auth.postgres_store import PostgresAuthStore
+from mqttq.auth.sqlite_store import SqliteAuthStore
+from tests.postgres_fixtures import postgres_server, postgres_url
+
+__all__ = ["AuthStoreFactory", "make_auth_store", "postgres_server", "postgres_url"]
+
+
+class AuthStoreFactory:
+    """Builds new, unopened stores on one location (one SQLite file, or one PostgreSQL
+    database), so a second store sees what the first one wrote."""
+
+    def __init__(self, kind: str, location: str) -> None:
+        self.kind = kind
+        self.location = location
+
+    def __call__(self) -> AuthStore:
+        if self.kind == "sqlite":
+            return SqliteAuthStore(Path(self.location))
+        return PostgresAuthStore(self.location)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def make_auth_store(request: pytest.FixtureRequest, tmp_path: Path) -> AuthStoreFactory:
+    """Parametrizes a test over both AuthStore adapters."""
+    if request.param == "sqlite":
+        return AuthStoreFactory("sqlite", str(tmp_path / "data" / "auth.db"))
+    return AuthStoreFactory("postgres", request.getfixturevalue("postgres_url"))
