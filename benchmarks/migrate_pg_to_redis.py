@@ -2,19 +2,31 @@
 
 Not a test. A private PostgreSQL (the tests' launcher: Debian's server, initdb in a temp dir)
 gets `--rows` rows across `--clients` clients in TBMQ 1.x's tables, loaded with COPY
-(every `--mqtt5-every`-th row carries the MQTT 5 columns); a private redis-server (the tests'
-launcher, AOF on) receives them. The migration runs as its own process
-(`python -m mqttq.cli.migrate pg-to-redis --json`), so its wall time and peak RSS
-(wait4's ru_maxrss) are its own.
+(every `--mqtt5-every`-th row carries the MQTT 5 columns). Then, `--runs` times, back to
+back, on a fresh redis-server each time (the tests' launcher: `--save "" --appendonly yes`,
+everything else Redis's defaults, so appendfsync everysec and automatic AOF rewrites at
++100% / 64 MB; the same for both measurements):
 
-The physical limit is measured on the same Redis first: `redis-benchmark -P 16 -t set` and a
-pipelined `ZADD key score member` (random scores and members below 10,000: one sorted set
-that grows to the size of a full queue at the default limit); every migrated row costs one
-SET and one ZADD, so the ceiling in rows/s is 1 / (1/SET rate + 1/ZADD rate). The target is
-half of it. Printed as a markdown table with the commands.
+1. the ceiling: `redis-benchmark` pipelined `SET` (`-t set`) and `ZADD key score member`
+   (random scores and members below 10,000: one sorted set the size of a full queue at the
+   default limit), each at `-P 16` and `-P 64`. Every migrated row costs one SET and one
+   ZADD member, so the ceiling in rows/s is 1 / (1/SET rate + 1/ZADD rate), with the best
+   SET and the best ZADD rate of the two depths (the stronger ceiling);
+2. the migration, as its own process (`python -m mqttq.cli.migrate pg-to-redis --json`), so
+   its wall time (start-up included) and peak RSS (wait4's ru_maxrss) are its own.
+
+Both sides are pinned the same way for both measurements: Redis (every thread, and the
+AOF-rewrite children it forks, which inherit the mask) to `--redis-cpu`; the load side
+(redis-benchmark for the ceiling; the migrate process and PostgreSQL's postmaster, its
+processes and the backends it forks for the migration) and this driver to `--load-cpu`. The
+1-minute load average is printed before each measurement: the machine may be shared.
+
+The target is half the ceiling; the share of each run and their median are printed as
+markdown tables, with the commands.
 
     python benchmarks/migrate_pg_to_redis.py [--rows 1000000] [--clients 10000]
-        [--payload 64] [--batch-size 5000] [--mqtt5-every 10]
+        [--payload 64] [--batch-size 10000] [--mqtt5-every 10] [--runs 3]
+        [--redis-cpu 0] [--load-cpu 1]
 """
 
 from __future__ import annotations
@@ -26,12 +38,13 @@ import io
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psycopg
 import redis
@@ -44,7 +57,18 @@ from tests.postgres_fixtures import PostgresServer  # noqa: E402 (the tests' lau
 from tests.services import HOST, RedisServer  # noqa: E402
 
 REDIS_BENCHMARK = "/usr/bin/redis-benchmark"
+TASKSET = "/usr/bin/taskset"
 USER_PROPERTIES = '{"props":[{"k":"site","v":"kyiv"},{"k":"unit","v":"C"}]}'
+DEPTHS = (16, 64)
+REDIS_SETTINGS = (
+    "appendonly",
+    "appendfsync",
+    "save",
+    "auto-aof-rewrite-percentage",
+    "auto-aof-rewrite-min-size",
+    "aof-use-rdb-preamble",
+)
+TICK = os.sysconf("SC_CLK_TCK")
 
 
 def generate(url: str, rows: int, clients: int, payload: int, mqtt5_every: int) -> float:
@@ -92,10 +116,71 @@ def generate(url: str, rows: int, clients: int, payload: int, mqtt5_every: int) 
     return time.monotonic() - started
 
 
-def redis_rate(port: int, *command: str) -> float:
-    """Requests per second reported by redis-benchmark --csv."""
+def pin_tree(pid: int, cpu: int) -> int:
+    """Pin `pid`, its threads and its child processes to `cpu` (as `taskset -a -p`); how
+    many threads were pinned. Processes forked later inherit the mask."""
+    pinned = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        os.sched_setaffinity(int(task.name), {cpu})
+        pinned += 1
+        children = task / "children"
+        if children.exists():
+            for child in children.read_text().split():
+                pinned += pin_tree(int(child), cpu)
+    return pinned
+
+
+def process_cpu(pid: int) -> float:
+    """CPU seconds of `pid` and of its children that have been waited for."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return sum(int(value) for value in fields[11:15]) / TICK
+
+
+def load_average() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f}, {five:.2f}, {fifteen:.2f}"
+
+
+class PinnedRedis:
+    """A fresh redis-server (the tests' launcher) pinned to one CPU; removed on exit."""
+
+    def __init__(self, cpu: int) -> None:
+        self.server = RedisServer(Path(tempfile.mkdtemp(prefix="mqttq-bench-redis-")))
+        self.cpu = cpu
+
+    def __enter__(self) -> PinnedRedis:
+        self.server.start()
+        assert self.server.process is not None
+        pin_tree(self.server.process.pid, self.cpu)
+        self.client = redis.Redis(host=HOST, port=self.server.port)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.client.close()
+        self.server.stop()
+        shutil.rmtree(self.server.workdir, ignore_errors=True)
+
+    def settings(self) -> dict[str, str]:
+        found = {}
+        for name in REDIS_SETTINGS:
+            value = self.client.config_get(name).get(name, "")
+            found[name] = value.decode() if isinstance(value, bytes) else str(value)
+        return found
+
+    def cpu_seconds(self) -> tuple[float, float]:
+        """Its own CPU seconds, and its children's (AOF rewrites)."""
+        cpu = self.client.info("cpu")
+        return (
+            float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]),
+            float(cpu["used_cpu_user_children"]) + float(cpu["used_cpu_sys_children"]),
+        )
+
+
+def redis_rate(port: int, load_cpu: int, command: list[str]) -> float:
+    """Requests per second reported by redis-benchmark --csv (run on `load_cpu`)."""
+    pinned = [TASKSET, "-c", str(load_cpu), REDIS_BENCHMARK]
     done = subprocess.run(
-        [REDIS_BENCHMARK, "-h", HOST, "-p", str(port), "-q", "--csv", *command],
+        [*pinned, "-h", HOST, "-p", str(port), "-q", "--csv", *command],
         capture_output=True,
         text=True,
         timeout=600,
@@ -105,28 +190,115 @@ def redis_rate(port: int, *command: str) -> float:
     return float(rows[-1][1])
 
 
-def redis_cpu(client: redis.Redis) -> tuple[float, float]:
-    """Redis's CPU seconds so far: its own, and its children's (AOF rewrites)."""
-    cpu = client.info("cpu")
-    return (
-        float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]),
-        float(cpu["used_cpu_user_children"]) + float(cpu["used_cpu_sys_children"]),
-    )
+def set_command(depth: int) -> list[str]:
+    return ["-P", str(depth), "-n", "1000000", "-t", "set"]
 
 
-def run_migration(command: list[str]) -> tuple[float, Any, dict[str, Any]]:
-    """Wall seconds, resource usage (wait4) and JSON report of the migration process."""
-    started = time.monotonic()
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT)
-    assert process.stdout is not None and process.stderr is not None
-    out = process.stdout.read()
-    err = process.stderr.read()
-    _pid, status, usage = os.wait4(process.pid, 0)
-    wall = time.monotonic() - started
-    process.returncode = os.waitstatus_to_exitcode(status)
-    if process.returncode != 0:
-        raise SystemExit(f"migration failed ({process.returncode}):\n{err.decode()}")
-    return wall, usage, json.loads(out)
+def zadd_command(depth: int) -> list[str]:
+    command = ["-P", str(depth), "-n", "1000000", "-r", "10000"]
+    return [*command, "ZADD", "bench:z", "__rand_int__", "m:__rand_int__"]
+
+
+@dataclass
+class Ceiling:
+    load: str
+    set_rps: dict[int, float]
+    zadd_rps: dict[int, float]
+    aof_rewrites: int
+
+    @property
+    def rows_per_s(self) -> float:
+        return 1 / (1 / max(self.set_rps.values()) + 1 / max(self.zadd_rps.values()))
+
+
+def measure_ceiling(redis_cpu: int, load_cpu: int) -> Ceiling:
+    with PinnedRedis(redis_cpu) as target:
+        load = load_average()
+        set_rps, zadd_rps = {}, {}
+        for depth in DEPTHS:
+            set_rps[depth] = redis_rate(target.server.port, load_cpu, set_command(depth))
+            target.client.flushall()
+            zadd_rps[depth] = redis_rate(target.server.port, load_cpu, zadd_command(depth))
+            target.client.flushall()
+        rewrites = int(target.client.info("persistence").get("aof_rewrites", 0))
+    return Ceiling(load, set_rps, zadd_rps, rewrites)
+
+
+@dataclass
+class Migration:
+    load: str
+    wall_s: float
+    rows: int
+    migrated: int
+    own_rate: float
+    peak_rss_mib: float
+    migrate_cpu_s: float
+    postgres_cpu_s: float
+    redis_cpu_s: float
+    redis_children_cpu_s: float
+    aof_rewrites: int
+    keys: int
+    used_memory_mib: float
+    settings: dict[str, str]
+
+    @property
+    def rows_per_s(self) -> float:
+        return self.rows / self.wall_s
+
+
+def migrate_command(url: str, redis_url: str, batch_size: int, load_cpu: int) -> list[str]:
+    command = [TASKSET, "-c", str(load_cpu), sys.executable, "-m", "mqttq.cli.migrate"]
+    command += ["pg-to-redis", "--pg", url, "--redis", redis_url]
+    return [*command, "--batch-size", str(batch_size), "--json"]
+
+
+def measure_migration(
+    url: str, postmaster: int, batch_size: int, redis_cpu: int, load_cpu: int
+) -> Migration:
+    with PinnedRedis(redis_cpu) as target:
+        settings = target.settings()
+        load = load_average()
+        cpu_before = target.cpu_seconds()
+        postgres_before = process_cpu(postmaster)
+        started = time.monotonic()
+        command = migrate_command(url, target.server.url, batch_size, load_cpu)
+        with tempfile.TemporaryFile() as errors:
+            process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, cwd=ROOT)
+            assert process.stdout is not None
+            out = process.stdout.read()
+            _pid, status, usage = os.wait4(process.pid, 0)
+            wall = time.monotonic() - started
+            process.returncode = os.waitstatus_to_exitcode(status)
+            if process.returncode != 0:
+                errors.seek(0)
+                message = errors.read().decode(errors="replace")
+                raise SystemExit(f"migration failed ({process.returncode}):\n{message}")
+        time.sleep(0.2)  # the backend's exit reaches the postmaster's children times
+        redis_main, redis_children = (
+            a - b for a, b in zip(target.cpu_seconds(), cpu_before, strict=True)
+        )
+        report = json.loads(out)
+        info = target.client.info("persistence")
+        return Migration(
+            load=load,
+            wall_s=wall,
+            rows=report["rows_read"],
+            migrated=report["messages"]["migrated"],
+            own_rate=report["rows_per_s"],
+            peak_rss_mib=usage.ru_maxrss / 1024,
+            migrate_cpu_s=usage.ru_utime + usage.ru_stime,
+            postgres_cpu_s=process_cpu(postmaster) - postgres_before,
+            redis_cpu_s=redis_main,
+            redis_children_cpu_s=redis_children,
+            aof_rewrites=int(info.get("aof_rewrites", 0)),
+            keys=int(target.client.dbsize()),
+            used_memory_mib=int(target.client.info("memory")["used_memory"]) / 2**20,
+            settings=settings,
+        )
+
+
+def postmaster_pid(pg: PostgresServer) -> int:
+    return int((pg.data_dir / "postmaster.pid").read_text().split()[0])
 
 
 def main() -> None:
@@ -136,67 +308,95 @@ def main() -> None:
     parser.add_argument("--payload", type=int, default=64, help="payload bytes per row")
     parser.add_argument("--batch-size", type=int, default=10_000)
     parser.add_argument("--mqtt5-every", type=int, default=10)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--redis-cpu", type=int, default=0)
+    parser.add_argument("--load-cpu", type=int, default=1)
     args = parser.parse_args()
+    if args.redis_cpu == args.load_cpu:
+        raise SystemExit("--redis-cpu and --load-cpu must differ")
+    os.sched_setaffinity(0, {args.load_cpu})  # this driver, and the COPY load
 
     pg = PostgresServer()
-    server = RedisServer(Path(tempfile.mkdtemp(prefix="mqttq-bench-redis-")))
     pg.start()
-    server.start()
+    runs: list[tuple[Ceiling, Migration]] = []
     try:
+        postmaster = postmaster_pid(pg)
+        pin_tree(postmaster, args.load_cpu)
         url = pg.create_database()
         load_s = generate(url, args.rows, args.clients, args.payload, args.mqtt5_every)
-        set_command = ["-P", "16", "-n", "1000000", "-t", "set"]
-        zadd_command = ["-P", "16", "-n", "1000000", "-r", "10000"]
-        zadd_command += ["ZADD", "bench:z", "__rand_int__", "m:__rand_int__"]
-        set_rps = redis_rate(server.port, *set_command)
-        zadd_rps = redis_rate(server.port, *zadd_command)
-        ceiling = 1 / (1 / set_rps + 1 / zadd_rps)
-        redis.Redis(host=HOST, port=server.port).flushall()
-
-        command = [sys.executable, "-m", "mqttq.cli.migrate", "pg-to-redis", "--pg", url]
-        command += ["--redis", server.url, "--batch-size", str(args.batch_size), "--json"]
-        client = redis.Redis(host=HOST, port=server.port)
-        cpu_before = redis_cpu(client)
-        wall, usage, report = run_migration(command)
-        redis_main, redis_children = (
-            a - b for a, b in zip(redis_cpu(client), cpu_before, strict=True)
-        )
-        aof_rewrites = int(client.info("persistence").get("aof_rewrites", 0))
-        migrated = report["messages"]["migrated"]
-        keys = client.dbsize()
-        used_memory = int(client.info("memory")["used_memory"])
+        for run in range(1, args.runs + 1):
+            ceiling = measure_ceiling(args.redis_cpu, args.load_cpu)
+            migration = measure_migration(
+                url, postmaster, args.batch_size, args.redis_cpu, args.load_cpu
+            )
+            runs.append((ceiling, migration))
+            print(
+                f"run {run}: ceiling {ceiling.rows_per_s:,.0f} rows/s, migration "
+                f"{migration.rows_per_s:,.0f} rows/s "
+                f"({migration.rows_per_s / ceiling.rows_per_s:.0%})",
+                file=sys.stderr,
+                flush=True,
+            )
     finally:
-        server.stop()
         pg.stop()
-        shutil.rmtree(server.workdir, ignore_errors=True)
+    report(args, load_s, runs)
 
-    rate = report["rows_read"] / wall
+
+def report(args: argparse.Namespace, load_s: float, runs: list[tuple[Ceiling, Migration]]) -> None:
+    r, load = args.redis_cpu, args.load_cpu
     print(f"\n`{' '.join(sys.argv)}`\n")
-    migrate = "python -m mqttq.cli.migrate pg-to-redis --pg URL --redis URL --json"
-    print(f"migration: `{migrate} --batch-size {args.batch_size}`")
-    set_text, zadd_text = " ".join(set_command), " ".join(zadd_command)
-    print(f"ceiling: `redis-benchmark -q {set_text}` and `redis-benchmark -q {zadd_text}`\n")
-    print("| measure | value |")
-    print("|---|---|")
-    rows = [
-        ("rows / clients / payload", f"{args.rows:,} / {args.clients:,} / {args.payload} B"),
-        ("load with COPY", f"{load_s:.1f} s"),
-        ("rows migrated", f"{migrated:,} ({keys:,} Redis keys, {used_memory / 2**20:,.0f} MiB)"),
-        ("migration wall time (process)", f"{wall:.1f} s"),
-        ("migration rows/s (wall, incl. start-up)", f"{rate:,.0f}"),
-        ("migration rows/s (its own report)", f"{report['rows_per_s']:,.0f}"),
-        ("peak RSS of the migrate process", f"{usage.ru_maxrss / 1024:,.0f} MiB"),
-        ("CPU: migrate process", f"{usage.ru_utime + usage.ru_stime:.1f} s"),
-        ("CPU: Redis (main thread / forks)", f"{redis_main:.1f} s / {redis_children:.1f} s"),
-        ("AOF rewrites during the run", str(aof_rewrites)),
-        ("redis-benchmark SET -P 16", f"{set_rps:,.0f} req/s"),
-        ("redis-benchmark ZADD -P 16", f"{zadd_rps:,.0f} req/s"),
-        ("Redis ceiling (1 SET + 1 ZADD per row)", f"{ceiling:,.0f} rows/s"),
-        ("target (half the ceiling)", f"{ceiling / 2:,.0f} rows/s"),
-        ("migration / ceiling", f"{rate / ceiling:.0%}"),
-    ]
-    for name, value in rows:
-        print(f"| {name} | {value} |")
+    print(
+        f"{args.rows:,} rows across {args.clients:,} clients, {args.payload}-byte payloads, "
+        f"every {args.mqtt5_every}th row with MQTT 5 columns; COPY load {load_s:.1f} s.\n"
+    )
+    migrate = "taskset -c {load} python -m mqttq.cli.migrate pg-to-redis --pg URL --redis URL"
+    print(f"- migration: `{migrate.format(load=load)} --batch-size {args.batch_size} --json`")
+    for depth in DEPTHS:
+        print(
+            f"- ceiling: `taskset -c {load} redis-benchmark -q {' '.join(set_command(depth))}` "
+            f"and `taskset -c {load} redis-benchmark -q {' '.join(zadd_command(depth))}`"
+        )
+    print(
+        f"- pinning: redis-server (all threads; AOF-rewrite children inherit) on CPU {r}; "
+        f"redis-benchmark, the migrate process, PostgreSQL and the driver on CPU {load}"
+    )
+    settings = runs[0][1].settings
+    print("- Redis (both measurements): " + ", ".join(f"{k} {v!r}" for k, v in settings.items()))
+    print()
+    print(
+        "| run | load avg before ceiling / migration | SET req/s -P 16 / -P 64 "
+        "| ZADD req/s -P 16 / -P 64 | ceiling rows/s | migration rows/s (wall) | share "
+        "| peak RSS |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    shares = []
+    for n, (ceiling, migration) in enumerate(runs, 1):
+        share = migration.rows_per_s / ceiling.rows_per_s
+        shares.append(share)
+        sets = " / ".join(f"{ceiling.set_rps[d]:,.0f}" for d in DEPTHS)
+        zadds = " / ".join(f"{ceiling.zadd_rps[d]:,.0f}" for d in DEPTHS)
+        print(
+            f"| {n} | {ceiling.load} / {migration.load} | {sets} | {zadds} "
+            f"| {ceiling.rows_per_s:,.0f} | {migration.rows_per_s:,.0f} | {share:.0%} "
+            f"| {migration.peak_rss_mib:,.0f} MiB |"
+        )
+    median = statistics.median(shares)
+    verdict = "met" if median >= 0.5 else "not met"
+    print(f"\nMedian share of the ceiling: {median:.0%} (target 50%: {verdict}).\n")
+    print(
+        "| run | rows migrated | wall s | own rows/s | CPU µs/row: migrate / PostgreSQL / "
+        "Redis main / Redis AOF-rewrite children | AOF rewrites (ceiling / migration) "
+        "| Redis keys, memory |"
+    )
+    print("|---|---:|---:|---:|---|---|---|")
+    for n, (ceiling, m) in enumerate(runs, 1):
+        per_row = [m.migrate_cpu_s, m.postgres_cpu_s, m.redis_cpu_s, m.redis_children_cpu_s]
+        cpu = " / ".join(f"{1e6 * value / m.rows:.1f}" for value in per_row)
+        print(
+            f"| {n} | {m.migrated:,} | {m.wall_s:.1f} | {m.own_rate:,.0f} | {cpu} "
+            f"| {ceiling.aof_rewrites} / {m.aof_rewrites} "
+            f"| {m.keys:,}, {m.used_memory_mib:,.0f} MiB |"
+        )
 
 
 if __name__ == "__main__":

@@ -129,7 +129,8 @@ def parse_limit(params: Mapping[str, str]) -> int:
     raw = params.get("limit")
     if raw is None:
         return DEFAULT_LIMIT
-    if not raw.isascii() or not raw.isdigit():
+    # The length bound keeps int() away from huge digit strings (it refuses > 4300 digits).
+    if len(raw) > 10 or not raw.isascii() or not raw.isdigit():
         _bad("limit", f"must be an integer from 1 to {MAX_LIMIT}, got {raw!r}")
     limit = int(raw)
     if not 1 <= limit <= MAX_LIMIT:
@@ -221,8 +222,8 @@ def parse_credential_changes(body: Mapping[str, Any]) -> tuple[str | None, dict[
         pattern = body["client_id_pattern"]
         if pattern is not None and (not isinstance(pattern, str) or not pattern):
             _bad("client_id_pattern", "must be a non-empty string, or null for any client id")
-        changes["client_id_pattern"] = None if pattern is None else _text(
-            "client_id_pattern", pattern
+        changes["client_id_pattern"] = (
+            None if pattern is None else _text("client_id_pattern", pattern)
         )
     for field in ("publish_acl", "subscribe_acl"):
         if field in body:

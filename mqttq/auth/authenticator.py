@@ -82,6 +82,17 @@ _CLIENT_ID = AuthRefusal(
 )
 
 
+def _password_text(password: bytes | None) -> str | None:
+    """The password as text; None when it is missing or not UTF-8 (no credential's
+    password can be either: they are set as text)."""
+    if password is None:
+        return None
+    try:
+        return password.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
 class Authenticator:
     """Decides CONNECTs against `store` (see the module docstring for the rules)."""
 
@@ -127,12 +138,14 @@ class Authenticator:
                 )
             return _NO_ANONYMOUS
         credential = await self.store.get_credential(username)
-        if password is None:
+        text = _password_text(password)
+        if text is None:
+            # Refused at once whether the user name exists or not (no timing difference).
             return _WRONG
         if credential is None:
-            await asyncio.to_thread(verify_password, "", _DUMMY_HASH)
+            await asyncio.to_thread(verify_password, text, _DUMMY_HASH)
             return _WRONG
-        if not await self._verified(username, password, credential.password_hash):
+        if not await self._verified(username, text, credential.password_hash):
             return _WRONG
         if not client_id_allowed(credential.client_id_pattern, client_id):
             return _CLIENT_ID
@@ -144,16 +157,12 @@ class Authenticator:
             subscribe_acl=expand_acl(credential.subscribe_acl, client_id, username),
         )
 
-    async def _verified(self, username: str, password: bytes, password_hash: str) -> bool:
-        digest = hmac.new(self._key, password, hashlib.sha256).digest()
+    async def _verified(self, username: str, text: str, password_hash: str) -> bool:
+        digest = hmac.new(self._key, text.encode("utf-8"), hashlib.sha256).digest()
         key = (username, digest)
         if self._cache.get(key) == password_hash:
             self._cache.move_to_end(key)
             return True
-        try:
-            text = password.decode("utf-8")
-        except UnicodeDecodeError:
-            return False
         running = (username, digest, password_hash)
         future = self._pending.get(running)
         if future is None:

@@ -1,5 +1,5 @@
 """AuthStore: where credentials and tenant quotas live (SQLite embedded, PostgreSQL
-distributed). One contract suite (tests/contract/test_auth_store_contract.py) runs on both."""
+distributed). One contract suite (tests/auth/test_auth_store_contract.py) runs on both."""
 
 from __future__ import annotations
 

@@ -65,21 +65,23 @@ class TokenBucket:
         already taken, proceed at `now + d`) or None (it would have to wait more than
         `max_wait` seconds: refused, nothing taken)."""
         level = self._level
-        elapsed = now - self._stamp
-        if elapsed > 0.0:
-            level = min(level + elapsed * self.rate, self.capacity)
-        if level >= 1.0:
-            wait = 0.0
-        else:
-            rate = self.rate
-            if rate <= 0.0:
-                return None
-            wait = (1.0 - level) / rate
-            if wait > max_wait:
-                return None
-        self._level = level - 1.0
-        if elapsed > 0.0:
+        if now > self._stamp:
+            # Refilling up to `now` takes nothing, so it is kept even when refused.
+            level += (now - self._stamp) * self.rate
+            if level > self.capacity:
+                level = self.capacity
+            self._level = level
             self._stamp = now
+        if level >= 1.0:  # the common case: a token is there
+            self._level = level - 1.0
+            return 0.0
+        rate = self.rate
+        if rate <= 0.0:
+            return None
+        wait = (1.0 - level) / rate
+        if wait > max_wait:
+            return None
+        self._level = level - 1.0
         return wait
 
     def refund(self, now: float) -> None:
@@ -109,13 +111,18 @@ class TokenBucket:
     def set_rate(self, rate: float, burst: float, now: float) -> None:
         """Change rate and burst at `now`, effective at once. The tokens gained so far (at
         the old rate) or the debt owed are kept, capped to the new capacity: a lowered rate
-        applies to the next request, a raised rate lets waiting traffic through sooner.
-        Raises ValueError for a negative, NaN or infinite value (nothing changes)."""
+        applies to the next request. A larger capacity adds its extra tokens at once, so a
+        raised quota admits the next request even when the old one had emptied the bucket
+        (the bound then holds with the new burst). Raises ValueError for a negative, NaN or
+        infinite value (nothing changes)."""
         _check(rate, burst)
         level = self._refill(now)
+        old_capacity = self.capacity
         self.rate = float(rate)
         self.burst = float(burst)
         self.capacity = _capacity(self.rate, self.burst)
+        if self.capacity > old_capacity:
+            level += self.capacity - old_capacity
         self._level = level if level < self.capacity else self.capacity
 
     def _refill(self, now: float) -> float:

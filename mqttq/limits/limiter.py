@@ -267,8 +267,17 @@ class Limits:
         """A PUBLISH of `tenant`: node `max_publish_rate`, then the tenant's. The delay
         is the larger of the two layers' waits; a layer whose wait would exceed
         `rate_wait` refuses (Reason.PUBLISH_RATE)."""
+        own = self._tenants.get(tenant)
+        if own is None:
+            own = self._open(tenant, now)
         node = self._node.publish
-        own = self._tenants.get(tenant) or self._open(tenant, now)
+        # Per PUBLISH: the usual case (both buckets hold a token) costs two reserves.
+        if node.reserve(now, 0.0) == 0.0:
+            own_wait = own.publish.reserve(now, self._rate_wait)
+            if own_wait is not None:
+                return own_wait
+            node.refund(now)
+            return self._refuse(tenant, Reason.PUBLISH_RATE, Layer.TENANT)
         return self._admit(tenant, now, node, own.publish, Reason.PUBLISH_RATE)
 
     def _admit(

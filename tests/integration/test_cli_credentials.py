@@ -6,7 +6,12 @@ broker's admin API, checked by clients connecting with the password (issue 5). A
 from __future__ import annotations
 
 import asyncio
+import os
+import pty
+import select
 import socket
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -21,7 +26,7 @@ from mqttq.limits.quota import Quota
 from tests.integration.admin_api import AdminApi
 from tests.integration.helpers import Clients
 from tests.integration.test_cli_tenant import run_cli
-from tests.integration.waiting import HOST, BrokerFactory
+from tests.integration.waiting import DEADLINE, HOST, BrokerFactory
 from tests.integration.wire import RC
 from tests.postgres_fixtures import postgres_server, postgres_url
 
@@ -143,6 +148,41 @@ def test_bad_input_is_refused_before_anything_is_stored(tmp_path: Path) -> None:
     bad_type = run_cli("credentials", "add", "carol", "--password", "pw", "--client-type", "X")
     assert bad_type.code == 2
     assert run_cli("credentials", "ls", "--json", *common).json() == {"credentials": []}
+
+
+def test_password_is_asked_twice_without_echo_on_a_terminal(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "mqttq", "credentials", "add", "dave"]
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: the CLI on a terminal
+        os.execv(sys.executable, [*command, "--data-dir", str(tmp_path)])
+    seen = b""
+
+    def read_until(marker: bytes) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + DEADLINE * 3
+        while marker not in seen:
+            assert time.monotonic() < deadline, f"no {marker!r} in {seen!r}"
+            if select.select([terminal], [], [], 0.1)[0]:
+                try:
+                    chunk = os.read(terminal, 4096)
+                except OSError:  # EIO: the child closed the terminal
+                    chunk = b""
+                assert chunk, f"the command ended before {marker!r}: {seen!r}"
+                seen += chunk
+
+    try:
+        read_until(b"password:")
+        os.write(terminal, b"typed secret\n")
+        read_until(b"confirmation:")
+        os.write(terminal, b"typed secret\n")
+        read_until(b"credential 'dave'")
+    finally:
+        _, status = os.waitpid(pid, 0)
+        os.close(terminal)
+    assert os.waitstatus_to_exitcode(status) == 0, seen
+    assert b"typed secret" not in seen  # hidden input: never echoed
+    stored = read_credential(lambda: SqliteAuthStore(tmp_path / "auth.db"), "dave")
+    assert stored is not None and verify_password("typed secret", stored.password_hash)
 
 
 # --- no broker: PostgreSQL ---------------------------------------------------------------

@@ -72,7 +72,7 @@ def test_queues_of_every_size_keep_serial_order_members_and_expiries(
         expected = [(row[1], f"{{{name}}}_messages_{row[4]}") for row in rows_of(name, size)]
         stored = client.zrange(f"{{{name}}}_messages", 0, -1, withscores=True)
         assert [(int(score), member.decode()) for member, score in stored] == expected
-        for n in (0, 1, size - 1):
+        for n in sorted({0, min(1, size - 1), size - 1}):
             row = rows_of(name, size)[n]
             key = f"{{{name}}}_messages_{row[4]}"
             ttl_ms = 3_600_000 if row[10] is None else row[10] * 1000
@@ -112,7 +112,9 @@ def test_newest_first_insertion_gives_the_zadd_of_the_broker(
     try:
         for name, size in (("small", 100), ("large", 300)):
             write(redis_url, [plan(name, size, None)], cluster=False)
-            members = client.zrange(f"{{{name}}}_messages", 0, -1, withscores=True)
+            members: list[tuple[bytes, float]] = client.zrange(  # type: ignore[assignment]
+                f"{{{name}}}_messages", 0, -1, withscores=True
+            )
             for member, score in members:
                 client.zadd("reference", {member: score})
             assert client.zrange("reference", 0, -1, withscores=True) == members

@@ -301,3 +301,36 @@ def test_limits_of_the_planner() -> None:
         Planner(65_536, 60)
     with pytest.raises(ValueError, match="default_ttl"):
         Planner(10, 0)
+
+
+def test_user_properties_are_parsed_once_and_reported_for_every_row() -> None:
+    """The planner remembers user_properties texts: a repeated bad one is still reported
+    for each row and client that holds it, a repeated good one gives the same JSON."""
+    planner = Planner(10_000, 3600)
+    good = '{"props":[{"k":"unit","v":"C"}]}'
+    first = plan_of([row("a", 1, user_properties=good)], planner=planner)
+    second = plan_of([row("b", 1, user_properties=good)], planner=planner)
+    assert first.texts[0].endswith(',"userProperties":{"props":[{"k":"unit","v":"C"}]}}')
+    assert second.texts[0].replace('"clientId":"b"', '"clientId":"a"') == first.texts[0]
+    bad = "{broken"
+    rejected = [
+        plan_of([row(client, serial, user_properties=bad)], planner=planner)
+        for client, serial in (("c", 5), ("d", 6), ("c", 7))
+    ]
+    assert [
+        [(p.client_id, p.serial_number, p.reason, p.detail) for p in plan.problems]
+        for plan in rejected
+    ] == [
+        [(client, serial, Reason.USER_PROPERTIES, "not JSON: '{broken'")]
+        for client, serial in (("c", 5), ("d", 6), ("c", 7))
+    ]
+
+
+def test_entries_view_matches_the_strings_written() -> None:
+    plan = plan_of([row("dev", s, packet_id=s, time_ms=NOW + s) for s in (3, 4)])
+    assert plan.heads == [f"3 3 {NOW + 3 + 3_600_000}", f"4 4 {NOW + 4 + 3_600_000}"]
+    assert [(e.serial, e.packet_id, e.deadline_ms, e.json) for e in plan.entries] == [
+        (3, 3, NOW + 3 + 3_600_000, plan.texts[0]),
+        (4, 4, NOW + 4 + 3_600_000, plan.texts[1]),
+    ]
+    assert plan.count == 2

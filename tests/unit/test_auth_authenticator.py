@@ -206,12 +206,17 @@ def test_unknown_user_is_never_downgraded_to_anonymous(
     run(tmp_path, body, alice)
 
 
-def test_missing_or_non_utf8_password(tmp_path: Path, alice: Credential) -> None:
+def test_missing_or_non_utf8_password(
+    tmp_path: Path, alice: Credential, verify_calls: VerifyCalls
+) -> None:
     async def body(store: SqliteAuthStore) -> None:
         auth = Authenticator(store, anonymous="always")
-        bad_credentials(await connect(auth, password=None))
-        bad_credentials(await connect(auth, password=b"\xff\xfe"))
-        bad_credentials(await connect(auth, password=PASSWORD.encode("utf-16")))
+        for username in ("alice", "mallory"):
+            bad_credentials(await connect(auth, username, password=None))
+            bad_credentials(await connect(auth, username, password=b"\xff\xfe"))
+            bad_credentials(await connect(auth, username, password=PASSWORD.encode("utf-16")))
+        # Refused before any scrypt, for known and unknown users alike.
+        assert verify_calls.hashes == []
 
     run(tmp_path, body, alice)
 

@@ -128,8 +128,18 @@ def test_raised_rate_lets_waiting_traffic_through_sooner() -> None:
 def test_tokens_gained_before_a_change_count_at_the_old_rate() -> None:
     bucket = TokenBucket(1.0, 10.0, now=0.0)
     take(bucket, 0.0, 10)
-    bucket.set_rate(100.0, 1000.0, now=2.0)
+    bucket.set_rate(100.0, 10.0, now=2.0)  # same capacity: only the rate changes
     assert take(bucket, 2.0, 3) == [0.0, 0.0, 0.01]
+
+
+def test_a_larger_capacity_adds_its_extra_tokens_at_once() -> None:
+    bucket = TokenBucket(1.0, 1.0, now=0.0)
+    assert take(bucket, 0.0, 2) == [0.0, 1.0]  # empty, one request waiting
+    bucket.set_rate(100.0, 100.0, now=0.0)
+    # 99 extra tokens: the waiting request's debt is covered, 98 remain.
+    assert bucket.level(0.0) == 98.0
+    assert take(bucket, 0.0, 98) == [0.0] * 98
+    assert bucket.reserve(0.0, 0.0) is None
 
 
 def test_set_rate_to_zero_refuses_then_raising_it_again_admits() -> None:
@@ -137,8 +147,8 @@ def test_set_rate_to_zero_refuses_then_raising_it_again_admits() -> None:
     bucket.set_rate(0.0, 0.0, now=0.0)
     assert bucket.reserve(0.0, math.inf) is None
     bucket.set_rate(2.0, 2.0, now=1.0)
-    # The level was capped to the zero capacity; it refills from there at the new rate.
-    assert bucket.reserve(1.0, 1.0) == 0.5
+    # The raised capacity's tokens are there at once.
+    assert take(bucket, 1.0, 3) == [0.0, 0.0, 0.5]
 
 
 def test_time_going_backwards_creates_no_token() -> None:

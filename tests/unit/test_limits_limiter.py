@@ -131,8 +131,9 @@ def test_tcp_rate_is_node_only_and_counted_under_no_tenant() -> None:
     assert lim.tenants() == []
     lim.set_tcp_rate(4.0, 0.0)
     assert lim.tcp_rate == 4.0
-    # Two tokens of debt, repaid at 4 tokens/s.
-    assert lim.admit_tcp(0.0) == 0.75
+    # Two tokens of debt, less the two extra tokens of the larger bucket: empty, so the
+    # next waits for one token at 4 tokens/s.
+    assert lim.admit_tcp(0.0) == 0.25
 
 
 def test_rate_zero_refuses_everything_at_its_layer() -> None:
@@ -149,8 +150,8 @@ def test_raised_tenant_quota_applies_to_an_existing_limiter() -> None:
     assert publishes(lim, "a", 0.0, 3) == [0.0, 1.0, PUB_TENANT]
     lim.set_tenant_quota("a", quota(publish=4.0), 0.0)
     assert lim.quota_of("a").max_publish_rate == 4.0
-    # One token of debt, repaid at 4 tokens/s.
-    assert lim.admit_publish("a", 0.0) == 0.5
+    # One token of debt, plus the three extra tokens of the larger bucket: two left.
+    assert publishes(lim, "a", 0.0, 3) == [0.0, 0.0, 0.25]
 
 
 def test_lowered_tenant_quota_applies_at_once() -> None:
@@ -169,8 +170,8 @@ def test_node_quota_change_applies_at_once() -> None:
     assert lim.acquire_connection("b") == Refused(Reason.CONNECTIONS, Layer.NODE)
     lim.set_node_quota(quota(publish=100.0, connections=2), 0.0)
     assert lim.acquire_connection("b") is None
-    # The emptied node bucket now refills at 100 tokens/s.
-    assert lim.admit_publish("b", 0.0) == PUB_NODE
+    # The emptied node bucket gets the 99 extra tokens of its larger size at once.
+    assert lim.admit_publish("b", 0.0) == 0.0
     assert lim.admit_publish("b", 0.01) == 0.0
 
 
