@@ -14,11 +14,16 @@ from mqttq.broker.hub import Hub
 from mqttq.broker.lifecycle import Lifecycle
 from mqttq.broker.listeners import bound_port, start_tcp_listener
 from mqttq.config import Settings
+from mqttq.errors import MqttqError
 from mqttq.limits.limiter import Limits
 from mqttq.limits.quota import Quota
 from mqttq.storage.ports import Storage
 
-__all__ = ["Broker"]
+__all__ = ["HOUSEKEEPING_INTERVAL", "Broker"]
+
+HOUSEKEEPING_INTERVAL = 30.0
+"""Seconds between re-reading stored tenant quotas (another node of a PostgreSQL-backed
+cluster may have changed them) and dropping idle tenants' limiters and namespaces."""
 
 logger = logging.getLogger("mqttq.broker")
 
@@ -58,6 +63,7 @@ class Broker:
         self._stopped: asyncio.Event | None = None
         self._shutdown_task: asyncio.Task[None] | None = None
         self._tenant_quotas: dict[str, Quota] = {}
+        self._housekeeping: asyncio.Task[None] | None = None
 
     @property
     def port(self) -> int:
@@ -78,6 +84,7 @@ class Broker:
             loop, lambda: Client(life), listener.host, listener.port
         )
         self._port = bound_port(self._server)
+        self._housekeeping = loop.create_task(self._keep_house())
         logger.debug(
             "listening on %s:%d (%d stored sessions, %d retained messages)",
             listener.host,
@@ -98,7 +105,33 @@ class Broker:
             self._shutdown_task = asyncio.ensure_future(self._shutdown())
         await asyncio.shield(self._shutdown_task)
 
+    async def _keep_house(self) -> None:
+        while True:
+            await asyncio.sleep(HOUSEKEEPING_INTERVAL)
+            try:
+                await self.reload_tenants()
+            except MqttqError as error:
+                logger.warning("tenant quotas not reloaded: %s", error)
+            self.drop_idle_tenants()
+
+    def drop_idle_tenants(self) -> int:
+        """Forget the namespaces and limiters of tenants with nothing on this node (no
+        session, subscription or retained message; full buckets), so that clients naming
+        ever new tenants cannot grow memory without bound. Returns how many were dropped."""
+        used = {session.space.name for session in self.hub.sessions.values()}
+        spaces = self.hub.spaces
+        idle = [name for name, space in spaces.items() if not space.topic_refs and name not in used]
+        for name in idle:
+            del spaces[name]
+        for client in self._life.clients if self._life is not None else ():
+            if client.space is not None and client.space.name in idle:
+                spaces[client.space.name] = client.space  # connecting right now: keep it
+        self.limits.prune(time.monotonic())
+        return len(idle)
+
     async def _shutdown(self) -> None:
+        if self._housekeeping is not None:
+            self._housekeeping.cancel()
         if self._server is not None:
             self._server.close()
         try:

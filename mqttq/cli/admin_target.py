@@ -377,6 +377,8 @@ def _redacted(url: str) -> str:
     if parts.password is None:
         return url
     host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
     netloc = f"{parts.username}:***@{host}" + (f":{parts.port}" if parts.port else "")
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 

@@ -9,6 +9,7 @@ import asyncio
 import os
 import pty
 import select
+import signal
 import socket
 import sys
 import time
@@ -153,33 +154,44 @@ def test_bad_input_is_refused_before_anything_is_stored(tmp_path: Path) -> None:
 def test_password_is_asked_twice_without_echo_on_a_terminal(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "mqttq", "credentials", "add", "dave"]
     pid, terminal = pty.fork()
-    if pid == 0:  # the child: the CLI on a terminal
-        os.execv(sys.executable, [*command, "--data-dir", str(tmp_path)])
+    if pid == 0:  # the child: the CLI on a terminal (never back into pytest)
+        try:
+            os.execv(sys.executable, [*command, "--data-dir", str(tmp_path)])
+        finally:
+            os._exit(127)
     seen = b""
 
-    def read_until(marker: bytes) -> None:
+    def read_until(marker: bytes | None) -> None:
+        """Collect the terminal's output until `marker` shows (None: until it closes)."""
         nonlocal seen
         deadline = time.monotonic() + DEADLINE * 3
-        while marker not in seen:
+        while marker is None or marker not in seen:
             assert time.monotonic() < deadline, f"no {marker!r} in {seen!r}"
             if select.select([terminal], [], [], 0.1)[0]:
                 try:
                     chunk = os.read(terminal, 4096)
                 except OSError:  # EIO: the child closed the terminal
                     chunk = b""
-                assert chunk, f"the command ended before {marker!r}: {seen!r}"
+                if not chunk:
+                    assert marker is None, f"the command ended before {marker!r}: {seen!r}"
+                    return
                 seen += chunk
 
+    # click prints the prompt's text, then getpass turns echo off and prints the final
+    # space: typing before that space would be echoed.
     try:
-        read_until(b"password:")
+        read_until(b"password: ")
         os.write(terminal, b"typed secret\n")
-        read_until(b"confirmation:")
+        read_until(b"confirmation: ")
         os.write(terminal, b"typed secret\n")
-        read_until(b"credential 'dave'")
+        read_until(None)
     finally:
+        if os.waitpid(pid, os.WNOHANG) == (0, 0):
+            os.kill(pid, signal.SIGKILL)
         _, status = os.waitpid(pid, 0)
         os.close(terminal)
     assert os.waitstatus_to_exitcode(status) == 0, seen
+    assert b"credential 'dave'" in seen
     assert b"typed secret" not in seen  # hidden input: never echoed
     stored = read_credential(lambda: SqliteAuthStore(tmp_path / "auth.db"), "dave")
     assert stored is not None and verify_password("typed secret", stored.password_hash)
