@@ -68,7 +68,7 @@ class TokenBucket:
         if now > self._stamp:
             # Refilling up to `now` takes nothing, so it is kept even when refused.
             level += (now - self._stamp) * self.rate
-            if level > self.capacity:
+            if level > self.capacity:  # noqa: PLR1730 (cheaper than min() per PUBLISH)
                 level = self.capacity
             self._level = level
             self._stamp = now
