@@ -6,6 +6,9 @@ from collections.abc import Callable
 
 import pytest
 
+# A real PostgreSQL for the tests that need one (started on first use, once per session).
+from tests.postgres_fixtures import postgres_server, postgres_url
+
 from .helpers import (
     Bystander,
     Clients,
@@ -13,6 +16,8 @@ from .helpers import (
 from .waiting import (
     BrokerUnderTest,
 )
+
+__all__ = ["postgres_server", "postgres_url"]
 
 
 @pytest.fixture

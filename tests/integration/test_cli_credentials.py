@@ -29,11 +29,9 @@ from tests.integration.helpers import Clients
 from tests.integration.test_cli_tenant import run_cli
 from tests.integration.waiting import DEADLINE, HOST, BrokerFactory
 from tests.integration.wire import RC
-from tests.postgres_fixtures import postgres_server, postgres_url
 
 pytestmark = pytest.mark.mqttq_only
 
-__all__ = ["postgres_server", "postgres_url"]  # fixtures, registered by the import
 
 DUPLICATE = "credential 'alice' already exists; use 'mqttq credentials passwd' or 'rm' first"
 CREDENTIAL_KEYS = {
