@@ -4,8 +4,9 @@ Modules, in the order a row goes through them:
 - `schema`: the source tables (seed 000, section 2.2) and the queries that read them;
 - `source`: PostgreSQL, streamed from server-side cursors in one snapshot;
 - `stream`: rows grouped per client (only the newest `limit` rows of one client are held);
-- `validate`: one row checked and turned into its Redis entry (codec_json's JSON);
-- `plan`: one client's entries, counters, expired/trimmed counts, or why it is rejected;
+- `validate`: what is wrong with a row, and the MQTT 5 part of its JSON (codec_json's form);
+- `plan`: one client's entries (the hot loop: rows -> the write script's two strings),
+  counters, expired/trimmed counts, or why it is rejected;
 - `redis_writer`: one atomic Lua call per client (`lua/migrate_client.lua`), pipelined;
 - `state`: per-client markers and the checkpoint (resume, repeat = no-op);
 - `sessions`: the broker's SQLite session records (--sessions-to);

@@ -184,9 +184,10 @@ def test_password_is_asked_twice_without_echo_on_a_terminal(tmp_path: Path) -> N
         os.write(terminal, b"typed secret\n")
         read_until(None)
     finally:
-        if os.waitpid(pid, os.WNOHANG) == (0, 0):
+        reaped, status = os.waitpid(pid, os.WNOHANG)
+        if reaped == 0:  # still running (a failed read above): stop it, then reap it
             os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
+            _, status = os.waitpid(pid, 0)
         os.close(terminal)
     assert os.waitstatus_to_exitcode(status) == 0, seen
     assert b"credential 'dave'" in seen
