@@ -13,7 +13,7 @@ from tests.integration.admin_api import AdminApi, metric_value
 from tests.integration.helpers import Clients
 from tests.integration.raw_client import RawClient
 from tests.integration.waiting import BrokerFactory, BrokerUnderTest, wait_for
-from tests.integration.wire import PUBACK, RC, Prop, publish_packet
+from tests.integration.wire import PUBACK, RC, ConnectionClosed, Prop, publish_packet
 
 pytestmark = pytest.mark.mqttq_only
 
@@ -202,3 +202,26 @@ def test_node_limits_change_through_the_api_and_sighup(
     broker.process.send_signal(signal.SIGHUP)
     wait_for(lambda: api.ok("GET", "/api/v1/limits")["node"]["max_connections_per_node"] == 100)
     connect(clients, broker, "third")
+
+
+def test_tcp_connection_rate_closes_sockets_before_any_mqtt(
+    broker_factory: BrokerFactory, clients: Clients
+) -> None:
+    """Over `max_tcp_connection_rate` (bound 0 s) a socket is closed before its CONNECT is
+    read: no CONNACK at all."""
+    broker = broker_factory(
+        config="[mqtt_limit]\nrate_wait_ms = 0\nmax_tcp_connection_rate = 1\nburst_seconds = 1\n"
+    )
+    sockets = [clients.raw(broker) for _ in range(6)]  # all accepted by the kernel at once
+    answered = closed = 0
+    for client in sockets:
+        try:
+            connack = client.connect("t", expect_success=False)
+        except (ConnectionClosed, OSError):  # the socket was dropped unread
+            closed += 1
+            continue
+        assert connack.reason_code == 0
+        answered += 1
+    assert answered >= 1 and closed >= 3
+    text = AdminApi(broker.data_dir).metrics()
+    assert metric_value(text, REFUSALS, tenant="", reason="tcp_rate") == closed
