@@ -112,3 +112,21 @@ def test_admin_requests_are_rate_limited_per_uri(broker_factory: BrokerFactory) 
     assert statuses[0] == 200
     assert statuses.count(429) >= 5
     assert api.call("GET", "/api/v1/tenants")[0] == 200  # another URI has its own budget
+
+
+def test_metrics_show_storage_latency(broker_factory: BrokerFactory, clients: Clients) -> None:
+    broker = broker_factory()
+    api = AdminApi(broker.data_dir)
+    sub = clients.raw(broker)
+    sub.connect("stored", clean=False, props=[(Prop.SESSION_EXPIRY_INTERVAL, 600)])
+    sub.subscribe(("q", 1))
+    sub.disconnect()
+    pub = clients.raw(broker)
+    pub.connect("pub")
+    for _ in range(4):
+        pub.publish("q", b"x", qos=1)  # PUBACK comes after the enqueue committed
+    text = api.metrics()
+    count = metric_value(text, "mqttq_storage_latency_seconds_count", op="enqueue")
+    assert count is not None and count >= 1
+    saved = metric_value(text, "mqttq_storage_latency_seconds_count", op="save_session")
+    assert saved is not None and saved >= 2  # connect and disconnect of "stored"
