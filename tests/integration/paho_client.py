@@ -1,4 +1,5 @@
-"""PahoClient: paho-mqtt 2.x wrapped for tests (3.1, 3.1.1 and 5.0), with waiting helpers."""
+"""PahoClient: paho-mqtt 2.x wrapped for tests (3.1, 3.1.1 and 5.0), with waiting helpers,
+clean or persistent sessions; PahoClients closes every client it made at teardown."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 import paho.mqtt.client as paho
 from paho.mqtt.enums import CallbackAPIVersion
+from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties as PahoProperties
 from paho.mqtt.reasoncodes import ReasonCode as PahoReasonCode
 from paho.mqtt.subscribeoptions import SubscribeOptions
@@ -31,21 +33,33 @@ def paho_props(packet_type: int, **values: Any) -> PahoProperties:
 
 
 class PahoClient:
-    """paho-mqtt 2.x (callback API v2, clean session) driven synchronously: each call waits
-    for its acknowledgement. Automatic reconnection is off so that a broken connection stays
-    visible to the test."""
+    """paho-mqtt 2.x (callback API v2) driven synchronously: each call waits for its
+    acknowledgement. Automatic reconnection is off so that a broken connection stays
+    visible to the test. `clean=False` resumes (or keeps) a session: 5.0 asks for
+    `session_expiry` seconds, 3.x keeps it while Clean Session is 0."""
 
-    def __init__(self, port: int, client_id: str = "", *, protocol: int = 5, host: str = HOST):
+    def __init__(
+        self,
+        port: int,
+        client_id: str = "",
+        *,
+        protocol: int = 5,
+        host: str = HOST,
+        clean: bool = True,
+        session_expiry: int = 0,
+    ):
         self.host, self.port, self.protocol = host, port, protocol
+        self.clean, self.session_expiry = clean, session_expiry
         self.client = paho.Client(
             CallbackAPIVersion.VERSION2,
             client_id=client_id,
             protocol=_PAHO_PROTOCOL[protocol],
-            clean_session=None if protocol == 5 else True,
+            clean_session=None if protocol == 5 else clean,
             reconnect_on_failure=False,
         )
         self._lock = threading.Lock()
-        self._connack: int | None = None
+        self.connack: tuple[int, bool] | None = None
+        """(reason code, session present) of the last CONNACK."""
         self._subacks: dict[int, list[int]] = {}
         self._pubacks: dict[int, int] = {}
         self.messages: list[paho.MQTTMessage] = []
@@ -55,8 +69,8 @@ class PahoClient:
         self.client.on_message = self._on_message
         self._started = False
 
-    def _on_connect(self, _c: Any, _u: Any, _flags: Any, reason: Any, _p: Any) -> None:
-        self._connack = _code(reason)
+    def _on_connect(self, _c: Any, _u: Any, flags: Any, reason: Any, _p: Any) -> None:
+        self.connack = (_code(reason), bool(flags.session_present))
 
     def _on_subscribe(self, _c: Any, _u: Any, mid: int, codes: Any, _p: Any) -> None:
         with self._lock:
@@ -70,16 +84,20 @@ class PahoClient:
         with self._lock:
             self.messages.append(message)
 
-    def connect(self) -> None:
-        """Connect (clean) and wait for a successful CONNACK."""
+    def connect(self) -> bool:
+        """Connect, wait for a successful CONNACK; return its Session Present flag."""
         if self.protocol == 5:
-            self.client.connect(self.host, self.port, 60, clean_start=True)
+            props = PahoProperties(PacketTypes.CONNECT)
+            if self.session_expiry:
+                props.SessionExpiryInterval = self.session_expiry
+            self.client.connect(self.host, self.port, 60, clean_start=self.clean, properties=props)
         else:
             self.client.connect(self.host, self.port, 60)
         self.client.loop_start()
         self._started = True
-        wait_for(lambda: self._connack is not None, what="CONNACK")
-        assert self._connack == 0, f"connection refused: {self._connack}"
+        connack = wait_for(lambda: self.connack, what="CONNACK")
+        assert connack[0] == 0, f"connection refused: {connack}"
+        return connack[1]
 
     def subscribe(
         self,
@@ -132,6 +150,13 @@ class PahoClient:
         with self._lock:
             return [message.payload for message in self.messages]
 
+    def disconnect(self) -> None:
+        """A normal DISCONNECT (a persistent session stays), then stop the network thread."""
+        if self._started:
+            self.client.disconnect()
+            self.client.loop_stop()
+            self._started = False
+
     def close(self) -> None:
         """DISCONNECT if still connected (which also wakes the network thread at once), stop
         the network thread, close the socket."""
@@ -143,3 +168,25 @@ class PahoClient:
         sock = self.client.socket()
         if sock is not None:
             sock.close()
+
+
+class PahoClients:
+    """Creates connected PahoClients; `close_all` at teardown."""
+
+    def __init__(self) -> None:
+        self._clients: list[PahoClient] = []
+
+    def connect(self, port: int, client_id: str, **options: Any) -> PahoClient:
+        """A new client, connected (options: see PahoClient)."""
+        client = self.track(PahoClient(port, client_id, **options))
+        client.connect()
+        return client
+
+    def track(self, client: PahoClient) -> PahoClient:
+        """Close `client` at teardown too."""
+        self._clients.append(client)
+        return client
+
+    def close_all(self) -> None:
+        for client in self._clients:
+            client.close()

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from tests.integration.paho_client import PahoClient, PahoClients
 from tests.integration.raw_client import (
     RawClient,
 )
@@ -31,7 +32,6 @@ from tests.integration.wire import (
     Prop,
     publish_packet,
 )
-from tests.redis.paho_session import PahoClients, PahoSession
 from tests.redis_fixtures import RedisFactory
 from tests.services import RedisServer
 
@@ -145,15 +145,15 @@ def persistent_subscriber(
     client.disconnect()
 
 
-def resume(clients: PahoClients, broker: RedisBroker, client_id: str, level: int) -> PahoSession:
+def resume(clients: PahoClients, broker: RedisBroker, client_id: str, level: int) -> PahoClient:
     """Reconnect to the stored session [MQTT-3.1.2-5]."""
-    client = PahoSession(broker.port, client_id, protocol=level, clean=False, session_expiry=3600)
+    client = PahoClient(broker.port, client_id, protocol=level, clean=False, session_expiry=3600)
     clients.track(client)
     assert client.connect() is True
     return client
 
 
-def publisher(clients: PahoClients, broker: RedisBroker, level: int = 5) -> PahoSession:
+def publisher(clients: PahoClients, broker: RedisBroker, level: int = 5) -> PahoClient:
     return clients.connect(broker.port, "pub", protocol=level)
 
 
