@@ -14,6 +14,7 @@ from typing import Final
 from rich.console import Console
 from rich.text import Text
 
+from mqttq.auth.ports import AuthStoreError
 from mqttq.config import Settings
 from mqttq.errors import ConfigError, MqttqError, StorageError
 
@@ -45,6 +46,10 @@ def explain(exc: BaseException, settings: Settings | None = None) -> tuple[str, 
         if str(exc).startswith("redis:"):
             return f"storage failed: {exc}; check [redis] url (redis.url)", EXIT_FAILURE
         return f"storage failed: {exc}; check --data-dir (storage.data_dir)", EXIT_FAILURE
+    if isinstance(exc, AuthStoreError):
+        if str(exc).startswith("postgres:"):
+            return f"{exc}; check [postgres] url (postgres.url)", EXIT_FAILURE
+        return f"{exc}; check --data-dir (storage.data_dir)", EXIT_FAILURE
     if isinstance(exc, sqlite3.Error):
         where = f" in {settings.storage.data_dir}" if settings is not None else ""
         return (

@@ -111,6 +111,28 @@ def test_bad_config_value_exits_2_naming_the_key(tmp_path: Path) -> None:
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+def test_unreachable_postgres_exits_1_in_one_line_without_the_password(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port with nothing listening
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = tmp_path / "broker.toml"
+    config.write_text(
+        f'[auth]\nstore = "postgres"\n[postgres]\nurl = "postgresql://u:hunter2@127.0.0.1:{port}/db"\n'
+    )
+    result = run_mqttq("serve", "--port", "0", "--config", str(config), cwd=tmp_path)
+    assert result.returncode == 1
+    assert f"127.0.0.1:{port}" in result.stderr
+    assert "postgres.url" in result.stderr
+    assert "hunter2" not in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    missing = tmp_path / "missing.toml"
+    missing.write_text('[auth]\nstore = "postgres"\n')
+    result = run_mqttq("serve", "--port", "0", "--config", str(missing), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "postgres.url" in result.stderr
+
+
 def test_unknown_config_key_exits_2_with_a_suggestion(tmp_path: Path) -> None:
     config = tmp_path / "broker.toml"
     config.write_text("[listener]\nprot = 1884\n")
