@@ -380,6 +380,8 @@ class Hub:
             session.disconnected_at,
             session.client_type,
             session.space.name,
+            session.will,
+            sorted(session.awaiting_pubrel) if session.awaiting_pubrel else [],
         )
         return self.tasks.spawn(
             self.storage.save_session(record), "save_session", session.client_id

@@ -18,10 +18,11 @@ from mqttq.broker.session import Session
 from mqttq.broker.timers import TimerWheel
 from mqttq.broker.will import WillScheduler
 from mqttq.codec.enums import SESSION_EXPIRY_NEVER, ProtocolLevel, ReasonCode
-from mqttq.codec.packets import ConnackPacket, ConnectPacket, DisconnectPacket
+from mqttq.codec.packets import ConnackPacket, ConnectPacket, DisconnectPacket, Will
 from mqttq.config import MqttSettings
 from mqttq.errors import ProtocolError, StorageError
 from mqttq.limits.limiter import Refused
+from mqttq.model import Message
 from mqttq.protocol.connect import ConnectDecision, ConnectPolicy, negotiate
 from mqttq.protocol.connection import ConnectionLimits
 from mqttq.routing.topics import validate_topic_name
@@ -71,7 +72,7 @@ class Lifecycle:
         self.authenticator = authenticator
         self.limits = connection_limits(hub.settings)
         self.policy = connect_policy(hub.settings)
-        self.wills = WillScheduler(loop, hub.publish_detached)
+        self.wills = WillScheduler(loop, self._publish_will)
         self.timers = TimerWheel(loop)
         """Connect timeout and keep alive deadlines of every connection."""
         self.clients: set[Client] = set()
@@ -240,6 +241,7 @@ class Lifecycle:
                 )
                 hub.sessions[client_id] = session
                 session.client = client
+                session.will = packet.will
                 if session.persistent:
                     if old is None:
                         # Entries of an earlier session of this id may have landed after
@@ -298,6 +300,7 @@ class Lifecycle:
         session.client_type = client.identity.client_type if client.identity else "DEVICE"
         session.disconnected_at = None
         session.expiry_interval = decision.session_expiry_interval
+        session.will = packet.will
         if session.persistent:
             hub.save_session(session)
         else:
@@ -341,7 +344,7 @@ class Lifecycle:
     def _release(self, client: Client, session: Session) -> None:
         hub = self.hub
         will = None if client.normal_disconnect else session.will
-        session.will = None
+        session.will = will  # still due: stored with the session until it is published
         # A re-sent QoS 2 PUBLISH on the next connection is still a duplicate.
         session.awaiting_pubrel = client.conn.inbound.awaiting_pubrel
         session.detach()
@@ -363,6 +366,16 @@ class Lifecycle:
             self._forget(session)
             if will is not None:
                 self.wills.connection_closed(session.client_id, will, 0, session.space.name)
+
+    def _publish_will(self, client_id: str, tenant: str, message: Message) -> None:
+        """A will is due: publish it, and forget it in the stored session (so that a
+        restart does not publish it again)."""
+        self.hub.publish_detached(tenant, message)
+        session = self.hub.sessions.get(client_id)
+        if session is not None and session.client is None and session.will is not None:
+            session.will = None
+            if session.persistent and not session.ended:
+                self.hub.save_session(session)
 
     def _release_connection(self, client: Client) -> None:
         """Give back the connection the client held in the count limits (once)."""
@@ -426,15 +439,20 @@ class Lifecycle:
 
     async def restore(self) -> int:
         """Load stored sessions (offline) with their subscriptions and restart their
-        expiry clocks; a session stored as connected counts as disconnected now."""
+        expiry clocks; a session stored as connected counts as disconnected now. Stored
+        wills are due again: at the end of their Will Delay Interval from the disconnect,
+        or now when the session ended while the broker was down [MQTT-3.1.2-8]."""
         hub = self.hub
         now = time.time()
         records = await hub.storage.load_sessions()
+        due: list[tuple[str, Will, str, float]] = []
         for record in records:
             expiry = min(record.session_expiry_interval, self.policy.max_session_expiry_interval)
             disconnected_at = record.disconnected_at
             elapsed = 0.0 if disconnected_at is None else max(0.0, now - disconnected_at)
             if expiry == 0 or (expiry < SESSION_EXPIRY_NEVER and elapsed >= expiry):
+                if record.will is not None:
+                    due.append((record.client_id, record.will, record.tenant, 0.0))
                 hub.tasks.spawn(
                     hub.storage.delete_session(record.client_id), "delete_session", record.client_id
                 )
@@ -450,6 +468,12 @@ class Lifecycle:
             )
             session.restored = True
             session.disconnected_at = now if disconnected_at is None else disconnected_at
+            session.awaiting_pubrel = set(record.awaiting_pubrel) or None
+            if record.will is not None:
+                session.will = record.will
+                will_delay = record.will.properties.will_delay_interval or 0
+                remaining = min(will_delay - elapsed, expiry - elapsed)
+                due.append((record.client_id, record.will, record.tenant, remaining))
             hub.sessions[record.client_id] = session
             # What was stored before a limit was lowered still counts: past the limit.
             hub.limits.acquire_session(record.tenant, force=True)
@@ -464,6 +488,8 @@ class Lifecycle:
             if space.retained.get(message.topic) is None:
                 space.add_topic_ref(message.topic, force=True)
             space.retained.set(message.topic, message)
+        for client_id, will, tenant, delay in due:  # sessions and retained are all back
+            self.wills.connection_closed(client_id, will, delay, tenant)
         return len(hub.sessions)
 
     async def shutdown(self) -> None:

@@ -43,11 +43,11 @@ class WillScheduler:
     __slots__ = ("_loop", "_pending", "_publish")
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, publish: Callable[[str, Message], None]
+        self, loop: asyncio.AbstractEventLoop, publish: Callable[[str, str, Message], None]
     ) -> None:
         self._loop = loop
         self._publish = publish
-        """publish(tenant, message)."""
+        """publish(client_id, tenant, message)."""
         self._pending: dict[str, tuple[asyncio.TimerHandle, Will, str]] = {}
 
     def connection_closed(self, client_id: str, will: Will, delay: float, tenant: str) -> None:
@@ -88,4 +88,4 @@ class WillScheduler:
 
     def _fire(self, client_id: str, will: Will, tenant: str) -> None:
         logger.debug("publishing the will of %r on %r", client_id, will.topic)
-        self._publish(tenant, will_message(will, client_id, time.time()))
+        self._publish(client_id, tenant, will_message(will, client_id, time.time()))

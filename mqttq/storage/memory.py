@@ -166,4 +166,8 @@ class MemoryStorage:
 
 
 def _copy(record: SessionRecord) -> SessionRecord:
-    return replace(record, subscriptions=[replace(s) for s in record.subscriptions])
+    return replace(
+        record,
+        subscriptions=[replace(s) for s in record.subscriptions],
+        awaiting_pubrel=list(record.awaiting_pubrel),
+    )

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
+from mqttq.codec.packets import Will
 from mqttq.model import Message, Subscription
 
 
@@ -38,6 +39,12 @@ class SessionRecord:
     client_type: str = "DEVICE"
     tenant: str = "default"
     """The tenant whose namespace the session's subscriptions live in."""
+    will: Will | None = None
+    """The will of the session's connection while connected, or the will still due after
+    an abnormal disconnect [MQTT-3.1.2-8]; survives a broker restart."""
+    awaiting_pubrel: list[int] = field(default_factory=list)
+    """Inbound QoS 2 packet ids whose PUBREL has not arrived, as of the last disconnect:
+    a re-sent PUBLISH with one of them is a duplicate [MQTT-4.3.3-10]."""
 
 
 @dataclass(slots=True)

@@ -22,10 +22,16 @@ from pathlib import Path
 from typing import Any
 
 from mqttq.errors import StorageError
-from mqttq.model import Message, Subscription
+from mqttq.model import Message
 from mqttq.storage.codec_json import PUBLISH, message_from_json, message_to_json
 from mqttq.storage.memory import check_queue_limit
 from mqttq.storage.ports import QueuedMessage, QueueFullPolicy, SessionRecord
+from mqttq.storage.session_json import (
+    subscriptions_from_json,
+    subscriptions_to_json,
+    will_from_json,
+    will_to_json,
+)
 from mqttq.storage.sqlite_writer import SqliteWriter, WriterStatistics
 
 _log = logging.getLogger(__name__)
@@ -89,8 +95,10 @@ class SqliteStorage:
             record.session_expiry_interval,
             record.disconnected_at,
             record.client_type,
-            _subscriptions_to_json(record.subscriptions),
+            subscriptions_to_json(record.subscriptions),
             record.tenant,
+            None if record.will is None else will_to_json(record.will, record.client_id),
+            json.dumps(sorted(record.awaiting_pubrel)),
         )
         await self._writer.submit(_statement(_SAVE_SESSION, row))
 
@@ -277,7 +285,8 @@ class SqliteStorage:
 
 _SAVE_SESSION = (
     "INSERT OR REPLACE INTO sessions (client_id, protocol_level, session_expiry_interval,"
-    " disconnected_at, client_type, subscriptions, tenant) VALUES (?, ?, ?, ?, ?, ?, ?)"
+    " disconnected_at, client_type, subscriptions, tenant, will, awaiting_pubrel)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _SET_RETAINED = (
     "INSERT OR REPLACE INTO retained (tenant, topic, message, expires_at) VALUES (?, ?, ?, ?)"
@@ -318,20 +327,28 @@ def _statement(sql: str, params: tuple[Any, ...]) -> Callable[[sqlite3.Connectio
 
 def _load_sessions(conn: sqlite3.Connection) -> list[SessionRecord]:
     records = []
-    for client_id, level, expiry, disconnected_at, client_type, subs, tenant in conn.execute(
+    for row in conn.execute(
         "SELECT client_id, protocol_level, session_expiry_interval, disconnected_at,"
-        " client_type, subscriptions, tenant FROM sessions"
+        " client_type, subscriptions, tenant, will, awaiting_pubrel FROM sessions"
     ):
+        client_id, level, expiry, disconnected_at, client_type, subs, tenant = row[:7]
         try:
-            subscriptions = _subscriptions_from_json(subs)
+            subscriptions = subscriptions_from_json(subs)
         except StorageError as exc:
             _log.error("skipping session %r with unreadable subscriptions: %s", client_id, exc)
             continue
-        records.append(
-            SessionRecord(
-                client_id, level, expiry, subscriptions, disconnected_at, client_type, tenant
-            )
+        record = SessionRecord(
+            client_id, level, expiry, subscriptions, disconnected_at, client_type, tenant
         )
+        try:
+            record.will = None if row[7] is None else will_from_json(row[7])
+        except StorageError as exc:  # the session is kept; only its will is lost
+            _log.error("session %r: unreadable will skipped: %s", client_id, exc)
+        try:
+            record.awaiting_pubrel = [int(i) for i in json.loads(row[8])]
+        except (ValueError, TypeError) as exc:
+            _log.error("session %r: unreadable QoS 2 ids skipped: %s", client_id, exc)
+        records.append(record)
     return records
 
 
@@ -351,38 +368,3 @@ def _load_retained(conn: sqlite3.Connection, now: float) -> list[tuple[str, Mess
     if expired:
         conn.execute("DELETE FROM retained WHERE expires_at <= ?", (now,))
     return messages
-
-
-def _subscriptions_to_json(subscriptions: list[Subscription]) -> str:
-    return json.dumps(
-        [
-            {
-                "topicFilter": s.topic_filter,
-                "qos": s.qos,
-                "noLocal": s.no_local,
-                "retainAsPublished": s.retain_as_published,
-                "retainHandling": s.retain_handling,
-                "subscriptionIdentifier": s.subscription_identifier,
-            }
-            for s in subscriptions
-        ],
-        separators=(",", ":"),
-    )
-
-
-def _subscriptions_from_json(text: str) -> list[Subscription]:
-    try:
-        items: Any = json.loads(text)
-        return [
-            Subscription(
-                topic_filter=str(item["topicFilter"]),
-                qos=int(item["qos"]),
-                no_local=bool(item["noLocal"]),
-                retain_as_published=bool(item["retainAsPublished"]),
-                retain_handling=int(item["retainHandling"]),
-                subscription_identifier=item.get("subscriptionIdentifier"),
-            )
-            for item in items
-        ]
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise StorageError(f"stored subscriptions are unreadable: {exc!r}") from exc

@@ -14,8 +14,9 @@ from typing import Final
 
 from mqttq.errors import StorageError
 
-SCHEMA_VERSION: Final = 2
-"""1: the first layout; 2: sessions and retained messages carry their tenant."""
+SCHEMA_VERSION: Final = 3
+"""1: the first layout; 2: sessions and retained messages carry their tenant; 3: sessions
+keep their will and the inbound QoS 2 ids awaiting PUBREL."""
 
 _TABLES: Final = (
     """CREATE TABLE IF NOT EXISTS schema_version (
@@ -28,7 +29,9 @@ _TABLES: Final = (
         disconnected_at REAL,
         client_type TEXT NOT NULL,
         subscriptions TEXT NOT NULL,
-        tenant TEXT NOT NULL DEFAULT 'default'
+        tenant TEXT NOT NULL DEFAULT 'default',
+        will TEXT,
+        awaiting_pubrel TEXT NOT NULL DEFAULT '[]'
     ) WITHOUT ROWID""",
     # serial only grows per client, across the packet-id wrap: it alone orders a queue.
     # A rowid table, not WITHOUT ROWID on (client_id, serial): new rows append to the
@@ -75,6 +78,11 @@ _UPGRADES: Final[dict[int, tuple[str, ...]]] = {
         ) WITHOUT ROWID""",
         "INSERT INTO retained SELECT 'default', topic, message, expires_at FROM retained_v1",
         "DROP TABLE retained_v1",
+    ),
+    # 2 -> 3: no stored session has a will or QoS 2 ids yet.
+    2: (
+        "ALTER TABLE sessions ADD COLUMN will TEXT",
+        "ALTER TABLE sessions ADD COLUMN awaiting_pubrel TEXT NOT NULL DEFAULT '[]'",
     ),
 }
 """Statements that bring a file of version N to N + 1."""

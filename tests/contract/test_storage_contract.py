@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from mqttq.codec.packets import Will
 from mqttq.codec.properties import Properties
 from mqttq.errors import StorageError
 from mqttq.model import Message, Subscription
@@ -544,5 +545,28 @@ def test_sqlite_upgrades_a_version_1_file(tmp_path: Path) -> None:
 
     run_with(SqliteStorage(path), check)
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(2,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(3,)]
     conn.close()
+
+
+def test_session_records_keep_will_and_qos2_ids(make_storage: StorageFactory) -> None:
+    will = Will(
+        "status/a",
+        b"\x00gone",
+        qos=1,
+        retain=True,
+        properties=Properties(will_delay_interval=30, content_type="text/plain"),
+    )
+
+    async def body(s: Storage) -> None:
+        await s.save_session(replace(record("a", "x/#"), will=will, awaiting_pubrel=[7, 3]))
+        await s.save_session(record("b", "y"))
+        loaded = {r.client_id: r for r in await s.load_sessions()}
+        assert loaded["a"].will == will
+        assert sorted(loaded["a"].awaiting_pubrel) == [3, 7]
+        assert loaded["b"].will is None and loaded["b"].awaiting_pubrel == []
+        await s.save_session(record("a", "x/#"))  # the will fired, the ids were released
+        again = {r.client_id: r for r in await s.load_sessions()}
+        assert again["a"].will is None and again["a"].awaiting_pubrel == []
+
+    run_with(make_storage(), body)
