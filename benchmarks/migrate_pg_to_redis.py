@@ -22,11 +22,13 @@ processes and the backends it forks for the migration) and this driver to `--loa
 1-minute load average is printed before each measurement: the machine may be shared.
 
 The target is half the ceiling; the share of each run and their median are printed as
-markdown tables, with the commands.
+markdown tables, with the commands. For context only (never part of the ceiling or the
+share): with `--context`, each run also measures at -P 64 the SET a migration has to issue,
+a new key per request with a value of the migrated JSON's size and an absolute expiry.
 
     python benchmarks/migrate_pg_to_redis.py [--rows 1000000] [--clients 10000]
         [--payload 64] [--batch-size 10000] [--mqtt5-every 10] [--runs 3]
-        [--redis-cpu 0] [--load-cpu 1]
+        [--redis-cpu 0] [--load-cpu 1] [--context]
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ import psycopg
 import redis
 
 from mqttq.migrate import init_source
+from mqttq.migrate.plan import Planner
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -199,19 +202,40 @@ def zadd_command(depth: int) -> list[str]:
     return [*command, "ZADD", "bench:z", "__rand_int__", "m:__rand_int__"]
 
 
+def context_set_command(value_size: int) -> list[str]:
+    """A SET of a new key, `value_size` bytes, absolute expiry in 7 days (like a migrated
+    message; not the ceiling)."""
+    expires_at = int(time.time() * 1000) + 7 * 86_400_000
+    command = ["-P", "64", "-n", "1000000", "-r", "1000000000", "SET", "key:__rand_int__"]
+    return [*command, "x" * value_size, "PXAT", str(expires_at)]
+
+
+def json_size(payload: int) -> int:
+    """The length of the JSON a generated row without MQTT 5 columns becomes."""
+    planner = Planner(10, 3600)
+    now = int(time.time() * 1000)
+    first: tuple[object, ...] = ("dev-000000", 1, "devices/0/cmd", now, 1, "PUBLISH", 1)
+    row = (*first, bytes(payload), None, False, None, None, None, None, None)
+    rows = planner.rows_of(row)
+    rows.kept.append(row)
+    rows.total = 1
+    return len(planner.plan(rows).texts[0])
+
+
 @dataclass
 class Ceiling:
     load: str
     set_rps: dict[int, float]
     zadd_rps: dict[int, float]
     aof_rewrites: int
+    context_set_rps: float | None = None
 
     @property
     def rows_per_s(self) -> float:
         return 1 / (1 / max(self.set_rps.values()) + 1 / max(self.zadd_rps.values()))
 
 
-def measure_ceiling(redis_cpu: int, load_cpu: int) -> Ceiling:
+def measure_ceiling(redis_cpu: int, load_cpu: int, context_value: int | None) -> Ceiling:
     with PinnedRedis(redis_cpu) as target:
         load = load_average()
         set_rps, zadd_rps = {}, {}
@@ -221,7 +245,12 @@ def measure_ceiling(redis_cpu: int, load_cpu: int) -> Ceiling:
             zadd_rps[depth] = redis_rate(target.server.port, load_cpu, zadd_command(depth))
             target.client.flushall()
         rewrites = int(target.client.info("persistence").get("aof_rewrites", 0))
-    return Ceiling(load, set_rps, zadd_rps, rewrites)
+    ceiling = Ceiling(load, set_rps, zadd_rps, rewrites)
+    if context_value is not None:
+        with PinnedRedis(redis_cpu) as target:  # a fresh one: it must grow like a migration
+            command = context_set_command(context_value)
+            ceiling.context_set_rps = redis_rate(target.server.port, load_cpu, command)
+    return ceiling
 
 
 @dataclass
@@ -311,6 +340,11 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--redis-cpu", type=int, default=0)
     parser.add_argument("--load-cpu", type=int, default=1)
+    parser.add_argument(
+        "--context",
+        action="store_true",
+        help="also measure (for context, not the ceiling) a migration-like SET at -P 64",
+    )
     args = parser.parse_args()
     if args.redis_cpu == args.load_cpu:
         raise SystemExit("--redis-cpu and --load-cpu must differ")
@@ -324,8 +358,9 @@ def main() -> None:
         pin_tree(postmaster, args.load_cpu)
         url = pg.create_database()
         load_s = generate(url, args.rows, args.clients, args.payload, args.mqtt5_every)
+        context_value = json_size(args.payload) if args.context else None
         for run in range(1, args.runs + 1):
-            ceiling = measure_ceiling(args.redis_cpu, args.load_cpu)
+            ceiling = measure_ceiling(args.redis_cpu, args.load_cpu, context_value)
             migration = measure_migration(
                 url, postmaster, args.batch_size, args.redis_cpu, args.load_cpu
             )
@@ -383,6 +418,14 @@ def report(args: argparse.Namespace, load_s: float, runs: list[tuple[Ceiling, Mi
     median = statistics.median(shares)
     verdict = "met" if median >= 0.5 else "not met"
     print(f"\nMedian share of the ceiling: {median:.0%} (target 50%: {verdict}).\n")
+    contexts = [c.context_set_rps for c, _m in runs if c.context_set_rps is not None]
+    if contexts:
+        size = json_size(args.payload)
+        print(
+            f"Context, not the ceiling: `taskset -c {load} redis-benchmark -q -P 64 -n 1000000 "
+            f"-r 1000000000 SET key:__rand_int__ <{size} bytes> PXAT <in 7 days>` on a fresh "
+            "server: " + " / ".join(f"{rate:,.0f}" for rate in contexts) + " req/s.\n"
+        )
     print(
         "| run | rows migrated | wall s | own rows/s | CPU µs/row: migrate / PostgreSQL / "
         "Redis main / Redis AOF-rewrite children | AOF rewrites (ceiling / migration) "
