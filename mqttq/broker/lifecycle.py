@@ -8,10 +8,8 @@ import logging
 import time
 import uuid
 
-from mqttq.auth.acl import may_publish
-from mqttq.auth.authenticator import Authenticator, AuthRefusal, Identity
-from mqttq.auth.model import DEFAULT_TENANT
-from mqttq.auth.ports import AuthStoreError
+from mqttq.auth.authenticator import Authenticator
+from mqttq.broker.admission import admit
 from mqttq.broker.client import Client
 from mqttq.broker.hub import Hub
 from mqttq.broker.session import Session
@@ -116,24 +114,13 @@ class Lifecycle:
             except ProtocolError as error:
                 client.fail(error)
                 return
-        identity = await self._authenticate(client, packet, decision.client_id)
+        identity = await admit(
+            client, packet, decision.client_id, self.authenticator, self.hub.limits
+        )
         if identity is None or client.closed:
             return
-        limits = self.hub.limits
-        tenant = identity.tenant
-        admitted = limits.admit_connect(tenant, self.loop.time())
-        if isinstance(admitted, Refused):
-            client.refuse(
-                ReasonCode.CONNECTION_RATE_EXCEEDED,
-                f"{admitted.layer} connection rate exceeded",
-            )
-            return
-        if admitted > 0:
-            await asyncio.sleep(admitted)  # the token is ours; the wait was bounded
-            if client.closed:
-                return
         client.identity = identity
-        client.space = self.hub.space(tenant)
+        client.space = self.hub.space(identity.tenant)
         client_id = decision.client_id
         lock = self._locks.get(client_id)
         if lock is None:
@@ -150,36 +137,6 @@ class Lifecycle:
             else:
                 del self._lock_users[client_id]
                 del self._locks[client_id]
-
-    async def _authenticate(
-        self, client: Client, packet: ConnectPacket, client_id: str
-    ) -> Identity | None:
-        """Who the client is and its tenant; None when the CONNECT was refused (0x86 bad
-        user name or password, 0x87 not authorized, 0x88 credential store down)."""
-        tenant_property = _tenant_property(packet)
-        try:
-            result = await self.authenticator.authenticate(
-                username=packet.username,
-                password=packet.password,
-                client_id=client_id,
-                tenant_property=tenant_property,
-                local_is_loopback=client.local_is_loopback(),
-            )
-        except AuthStoreError as error:
-            logger.warning("client %r: credential store failed: %s", client_id, error)
-            client.refuse(ReasonCode.SERVER_UNAVAILABLE, "credential store unavailable")
-            return None
-        if isinstance(result, AuthRefusal):
-            self.hub.limits.count_refusal(tenant_property or DEFAULT_TENANT, result.reason)
-            client.refuse(result.reason_code, result.message)
-            return None
-        will = packet.will
-        acl = result.publish_acl
-        if will is not None and acl is not None and not may_publish(acl, will.topic):
-            self.hub.limits.count_refusal(result.tenant, "acl_publish")
-            client.refuse(ReasonCode.NOT_AUTHORIZED, "the will topic is not allowed")
-            return None
-        return result
 
     async def _attach(
         self, client: Client, packet: ConnectPacket, decision: ConnectDecision
@@ -504,11 +461,3 @@ class Lifecycle:
                 session.expiry_handle.cancel()
                 session.expiry_handle = None
         await self.hub.tasks.barrier()
-
-
-def _tenant_property(packet: ConnectPacket) -> str | None:
-    """The CONNECT's `tenant` user property (5.0), used for clients without credentials."""
-    for name, value in packet.properties.user_properties:
-        if name == "tenant" and value:
-            return value
-    return None
