@@ -121,15 +121,22 @@ def generate(url: str, rows: int, clients: int, payload: int, mqtt5_every: int) 
 
 def pin_tree(pid: int, cpu: int) -> int:
     """Pin `pid`, its threads and its child processes to `cpu` (as `taskset -a -p`); how
-    many threads were pinned. Processes forked later inherit the mask."""
+    many threads were pinned. Processes forked later inherit the mask; one that exits
+    meanwhile is skipped."""
     pinned = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        os.sched_setaffinity(int(task.name), {cpu})
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except FileNotFoundError:
+        return 0
+    for task in tasks:
+        try:
+            os.sched_setaffinity(int(task.name), {cpu})
+            children = (task / "children").read_text().split()
+        except (ProcessLookupError, FileNotFoundError):
+            continue
         pinned += 1
-        children = task / "children"
-        if children.exists():
-            for child in children.read_text().split():
-                pinned += pin_tree(int(child), cpu)
+        for child in children:
+            pinned += pin_tree(int(child), cpu)
     return pinned
 
 

@@ -5,8 +5,8 @@ READ ONLY transaction (`snapshot()`): the conflict check, the messages and the s
 without messages all see the same state of the database. Rows come from named (server-side)
 cursors in binary form as plain tuples, `fetch_size` rows per round trip, so the client
 holds one batch at a time however large the table is. (Measured alternatives: text form
-costs the driver ~30% more per row, and `COPY ... TO STDOUT (FORMAT binary)` read row by row
-~2.5x more.) Every PostgreSQL failure becomes a one-line MigrateError.
+costs the driver ~35% more per row, and `COPY ... TO STDOUT (FORMAT binary)` read row by row
+~3x more.) Every PostgreSQL failure becomes a one-line MigrateError.
 """
 
 from __future__ import annotations
