@@ -1,13 +1,16 @@
 """`mqttq migrate init-source` and `pg-to-redis` against a real PostgreSQL and real Redis
 (standalone and a 3-master cluster): keys, values, TTLs, counters, rejects, conflicts,
-dry run, verify, --clients, a crash and --resume, unreachable servers."""
+dry run, verify, --clients, a crash (the test hook and a real kill -9) and --resume, unreachable servers."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 import json
+import signal
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ import redis
 
 from mqttq.model import Message
 from mqttq.storage.redis_queue import RedisMessageQueue
+from tests.integration.waiting import wait_for
 from tests.migrate.source_data import (
     DAY_MS,
     MsgRow,
@@ -503,6 +507,61 @@ def test_crash_mid_run_then_resume_writes_each_client_once(
     assert migrate_json(*args[1:], "--resume")["already_finished"] is True
     full = migrate_json(*args[1:])
     assert (full["clients"]["already_migrated"], full["clients"]["migrated"]) == (30, 0)
+
+
+def test_kill_9_mid_run_then_resume_loses_and_duplicates_nothing(
+    postgres_url: str, redis_url: str, raw_redis: redis.Redis, tmp_path: Path
+) -> None:
+    """A real SIGKILL, not the test hook: once the first client is in Redis, Redis holds
+    every write (CLIENT PAUSE WRITE) so that the kill lands mid-run whatever the machine's
+    speed; whatever the migrator had sent but Redis had not run dies with its connection."""
+    create_source(postgres_url)
+    clients = [f"k{n:04d}" for n in range(2000)]
+    rows = [MsgRow(c, s, packet_id=s, payload=f"{c}/{s}".encode()) for c in clients for s in (1, 2)]
+    insert(postgres_url, rows, [SessionRow(c, 2, 2) for c in clients])
+    data_dir = tmp_path / "broker-data"
+    args = ["pg-to-redis", "--pg", postgres_url, "--redis", redis_url, "--batch-size", "16"]
+    args += ["--sessions-to", str(data_dir)]
+
+    child = subprocess.Popen(
+        [sys.executable, "-m", "mqttq.cli.migrate", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        wait_for(lambda: raw_redis.exists("{k0000}_migrated"), what="the first client in Redis")
+        raw_redis.execute_command("CLIENT", "PAUSE", "60000", "WRITE")
+        try:
+            assert child.poll() is None, "the migration ended before it could be killed"
+            child.kill()
+            assert child.wait(timeout=30) == -signal.SIGKILL
+        finally:
+            raw_redis.execute_command("CLIENT", "UNPAUSE")
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+        assert child.stderr is not None
+        child.stderr.close()
+
+    written = {k for k in redis_keys(raw_redis) if k.endswith("}_migrated")}
+    assert 1 <= len(written) < len(clients)
+    for key in redis_keys(raw_redis):  # every client in Redis is whole, none half-way
+        if key.endswith("}_messages"):
+            client_id = key[1:].split("}")[0]
+            assert f"{{{client_id}}}_migrated" in written
+            assert len(queue(raw_redis, client_id)) == 2
+
+    resumed = migrate_json(*args[1:], "--resume")
+    assert resumed["clients"]["migrated"] == len(clients) - len(written)
+    for client_id in clients:
+        assert [
+            (score, m["packetId"], m["payload"]) for score, _, m in queue(raw_redis, client_id)
+        ] == [(s, s, b64(f"{client_id}/{s}".encode())) for s in (1, 2)]
+    with sqlite3.connect(data_dir / "mqttq.sqlite3") as db:
+        stored = sorted(row[0] for row in db.execute("SELECT client_id FROM sessions"))
+    assert stored == clients
+    assert migrate_json(*args[1:], "--resume")["already_finished"] is True
 
 
 # --- unreachable servers, bad options ------------------------------------------------------
