@@ -1,6 +1,7 @@
 """`mqttq migrate init-source` and `pg-to-redis` against a real PostgreSQL and real Redis
 (standalone and a 3-master cluster): keys, values, TTLs, counters, rejects, conflicts,
-dry run, verify, --clients, a crash (the test hook and a real kill -9) and --resume, unreachable servers."""
+dry run, verify, --clients, a crash (the test hook and a real kill -9) and --resume,
+unreachable servers."""
 
 from __future__ import annotations
 
