@@ -31,7 +31,6 @@ from mqttq.codec.packets import (
     UnsubscribePacket,
 )
 from mqttq.codec.properties import Properties
-from mqttq.errors import ProtocolError
 from mqttq.limits.limiter import Refused
 from mqttq.routing.topics import validate_topic_name
 
@@ -87,15 +86,11 @@ def on_publish(client: Client, packet: PublishPacket) -> None:
 
 
 def _refuse_publish(client: Client, packet: PublishPacket, reason: ReasonCode) -> None:
-    """A PUBLISH the broker will not route. 5.0: PUBACK/PUBREC with `reason`. 3.x has no
-    way to say so: a denied publish is dropped and logged (QoS 1/2 still acknowledged,
-    as 3.x clients expect); one over the rate limit closes the connection."""
-    logger.info("client %r: PUBLISH to %r refused (0x%02X)", client.client_id, packet.topic, reason)
-    if not packet.qos:
-        client.life.hub.stats.dropped[0] += 1
-        return
-    if not client.conn.is_v5 and reason == ReasonCode.QUOTA_EXCEEDED:
-        raise ProtocolError(reason, "publish rate exceeded")
+    """A PUBLISH the broker will not route: counted as dropped, and answered as `_ack`
+    answers `reason` (QoS 0 gets no answer)."""
+    if reason == ReasonCode.NOT_AUTHORIZED:  # 3.x has no other trace of it than this line
+        logger.info("client %r: PUBLISH to %r not authorized", client.client_id, packet.topic)
+    client.life.hub.stats.dropped[packet.qos] += 1
     _ack(client, packet.qos, packet.packet_id, reason)
 
 
@@ -145,16 +140,20 @@ def _publish_done(
 
 
 def _ack(client: Client, qos: int, packet_id: int | None, reason: ReasonCode) -> None:
+    """PUBACK (QoS 1) or PUBREC (QoS 2) with `reason`. 3.x acknowledgements carry no
+    reason code: a publish denied by the ACL is acknowledged and dropped (as 3.x clients
+    expect), and one refused for a quota or a storage failure is not acknowledged at all:
+    the connection is closed, and the client sends the message again once it reconnects."""
     if not qos:
         return
     assert packet_id is not None
-    if reason == ReasonCode.UNSPECIFIED_ERROR and not client.conn.is_v5:
-        # 3.x acks carry no reason code: not acknowledging is the only honest answer.
-        client.kick(reason, "storage failure")
-        return
     reason_string = _ACK_REASON_STRINGS.get(reason)
     if reason_string is None:  # every success: no packet object, no properties
         client.send_publish_ack(qos, packet_id, reason)
+        return
+    if not client.conn.is_v5 and reason != ReasonCode.NOT_AUTHORIZED:
+        logger.info("client %r: %s (0x%02X), closing", client.client_id, reason_string, reason)
+        client.kick(reason, reason_string)
         return
     props = Properties(reason_string=reason_string)
     if qos == 1:

@@ -138,6 +138,7 @@ class Hub:
         if message.retain:
             fan = Fanout()
             if not self._retain(space, message, fan):
+                self.stats.dropped[message.qos] += 1
                 return ReasonCode.QUOTA_EXCEEDED
         deliveries = space.router.route(message, self._online)
         if not deliveries:
@@ -199,6 +200,17 @@ class Hub:
             self.storage.set_retained(space.name, topic, kept), "set_retained"
         )
         return True
+
+    def purge_expired_retained(self, now: float) -> int:
+        """Delete the retained messages expired at `now` [MQTT-3.3.2-5] in every tenant,
+        from memory and from storage, so that their topics count no more against the
+        topic limits; how many."""
+        purged = 0
+        for space in self.spaces.values():
+            for topic in space.purge_expired_retained(now):
+                self.tasks.spawn(self.storage.set_retained(space.name, topic, None), "set_retained")
+                purged += 1
+        return purged
 
     def complete(self, fan: Fanout) -> ReasonCode:
         """Hand the committed entries to their sessions, make the waiting deliveries, and

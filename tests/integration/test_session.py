@@ -16,6 +16,7 @@ from .waiting import (
     BrokerUnderTest,
 )
 from .wire import (
+    PUBACK,
     PUBCOMP,
     PUBLISH,
     PUBREC,
@@ -204,6 +205,34 @@ def test_queue_limit_reject_new(broker_factory: BrokerFactory, clients: Clients)
     assert [m.payload for m in messages] == [b"r%d" % i for i in range(5)]
     subscriber.ping()
     subscriber.expect_silence(0.3)
+
+
+@pytest.mark.mqttq_only
+def test_queue_limit_reject_new_closes_a_v311_publisher_unacknowledged(
+    broker_factory: BrokerFactory, clients: Clients
+) -> None:
+    """3.1.1 has no error PUBACK: the refused 6th message is not acknowledged, the
+    connection is closed, and the publisher's session re-sends it after it reconnects,
+    once the subscriber has drained its queue: nothing is lost."""
+    broker = broker_factory(
+        config='[mqtt]\nmax_queued_messages = 5\nqueue_full_policy = "reject_new"\n'
+    )
+    subscriber = persistent(clients, broker, "full", 5, first=True)
+    subscriber.subscribe(("full/t", 1))
+    subscriber.disconnect()
+    publisher = clients.connected(broker, "pub", level=4, clean=False)
+    for i in range(5):
+        ack = publisher.publish("full/t", b"r%d" % i, qos=1)
+        assert ack is not None and ack.type == PUBACK
+    publisher.send_quietly(publish_packet("full/t", b"r5", v5=False, qos=1, packet_id=6))
+    assert [p.type for p in publisher.wait_closed()] == []
+
+    subscriber = persistent(clients, broker, "full", 5)
+    assert [m.payload for m in subscriber.receive_messages(5)] == [b"r%d" % i for i in range(5)]
+    publisher = clients.connected(broker, "pub", level=4, clean=False)
+    publisher.send(publish_packet("full/t", b"r5", v5=False, qos=1, packet_id=6, dup=True))
+    assert publisher.wait_packet(PUBACK).packet_id == 6
+    assert [m.payload for m in subscriber.receive_messages(1)] == [b"r5"]
 
 
 def test_offline_queue_flush_honours_receive_maximum(
