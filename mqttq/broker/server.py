@@ -112,6 +112,7 @@ class Broker:
                 await self.reload_tenants()
             except MqttqError as error:
                 logger.warning("tenant quotas not reloaded: %s", error)
+            self.hub.purge_expired_retained(time.time())
             self.drop_idle_tenants()
 
     def drop_idle_tenants(self) -> int:

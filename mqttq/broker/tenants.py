@@ -75,6 +75,23 @@ class TenantSpace:
             del self.topic_refs[topic]
             self._release(self.name)
 
+    def drop_retained(self, topic: str) -> bool:
+        """Delete `topic`'s retained message and the topic reference it held; False when
+        it had none."""
+        if self.retained.get(topic) is None:
+            return False
+        self.retained.set(topic, None)
+        self.drop_topic_ref(topic)
+        return True
+
+    def purge_expired_retained(self, now: float) -> list[str]:
+        """Delete every retained message expired at `now` [MQTT-3.3.2-5], giving back the
+        topics they held; their topic names."""
+        expired = self.retained.expired(now)
+        for topic in expired:
+            self.drop_retained(topic)
+        return expired
+
     def remove_client(self, client_id: str) -> None:
         """Drop every subscription of `client_id` and the topic references they held."""
         for subscription in self.router.subscriptions_of(client_id):

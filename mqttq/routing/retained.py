@@ -25,7 +25,7 @@ class RetainedIndex:
     `set(topic, None)` deletes, which is what a retained PUBLISH with an empty payload does
     [MQTT-3.3.1-6] (the caller decides that; this index only stores). `match` answers the
     retained messages a new subscription receives [MQTT-3.3.1-9]; it skips messages expired
-    at `now` [MQTT-3.3.2-5] without removing them (see `purge_expired`).
+    at `now` [MQTT-3.3.2-5] without removing them (see `expired`).
     """
 
     __slots__ = ("_by_topic", "_root")
@@ -121,9 +121,7 @@ class RetainedIndex:
             else:
                 stack.extend(node.children.values())
 
-    def purge_expired(self, now: float) -> int:
-        """Delete every message expired at `now`; returns how many (walks all messages)."""
-        expired = [topic for topic, message in self._by_topic.items() if message.is_expired(now)]
-        for topic in expired:
-            self._delete(topic)
-        return len(expired)
+    def expired(self, now: float) -> list[str]:
+        """The topics whose message is expired at `now` (walks all messages); the caller
+        deletes them with `set(topic, None)`."""
+        return [topic for topic, message in self._by_topic.items() if message.is_expired(now)]

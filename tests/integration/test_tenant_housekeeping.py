@@ -3,6 +3,7 @@ clients name ever new tenants forgets the idle ones (issue 5)."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from mqttq.broker.server import Broker
@@ -41,3 +42,33 @@ def test_idle_tenants_are_forgotten(start_broker: Callable[[Storage], BrokerThre
 async def _drop(broker: Broker) -> int:
     """On the broker's loop, as its housekeeping timer does."""
     return broker.drop_idle_tenants()
+
+
+def test_expired_retained_messages_give_their_topics_back(
+    start_broker: Callable[[Storage], BrokerThread],
+) -> None:
+    storage = MemoryStorage()
+    running = start_broker(storage)
+    broker = running.broker
+    client = RawClient(running.port)
+    client.connect("pub", props=[(Prop.USER_PROPERTY, ("tenant", "acme"))])
+    expiring = [(Prop.MESSAGE_EXPIRY_INTERVAL, 60)]
+    client.publish("gone/soon", b"1", qos=1, retain=True, props=expiring)
+    client.publish("kept", b"2", qos=1, retain=True)
+    client.disconnect()
+    assert broker.limits.usage("acme")["topics"] == 2
+
+    assert running.call(_purge(broker, 30.0)) == 0  # not expired yet: nothing changes
+    assert running.call(_purge(broker, 61.0)) == 1
+    assert broker.limits.usage("acme")["topics"] == 1
+    assert [m.topic for m in broker.hub.spaces["acme"].retained.all()] == ["kept"]
+
+    def stored() -> list[tuple[str, str]]:
+        return [(t, m.topic) for t, m in running.call(storage.load_retained(time.time()))]
+
+    wait_for(lambda: stored() == [("acme", "kept")], what="the expired message out of storage")
+
+
+async def _purge(broker: Broker, seconds_from_now: float) -> int:
+    """On the broker's loop, as its housekeeping timer does, `seconds_from_now` later."""
+    return broker.hub.purge_expired_retained(time.time() + seconds_from_now)
