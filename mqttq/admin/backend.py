@@ -61,13 +61,15 @@ class AdminBackend(Protocol):
 
     # sessions --------------------------------------------------------------------------
     def list_sessions(self, tenant: str | None, prefix: str | None, limit: int) -> list[JSON]:
-        """Sessions (online or not) ordered by client id: client_id, tenant, connected,
-        persistent, protocol_level, expiry_interval, subscriptions (count), queued,
-        inflight, disconnected_at."""
+        """At most `limit` sessions (online or not) ordered by client id: client_id,
+        tenant, client_type, connected, persistent, protocol_level, expiry_interval,
+        subscriptions (count), queued, inflight, disconnected_at."""
         ...
 
     async def get_session(self, client_id: str) -> JSON | None:
-        """One session in detail (the list fields, its subscriptions and peer address)."""
+        """One session in detail: the list fields with its subscriptions (a list), its
+        peer address (None when offline) and, for a persistent session, stored_messages
+        (messages waiting in storage)."""
         ...
 
     def disconnect_session(self, client_id: str) -> bool:
@@ -79,17 +81,24 @@ class AdminBackend(Protocol):
         """Disconnect the client if connected and delete its session and queue."""
         ...
 
-    def list_subscriptions(self, tenant: str | None, client_id: str | None) -> list[JSON]:
-        """client_id, tenant, topic_filter, qos, no_local, retain_as_published,
-        retain_handling, subscription_identifier."""
+    def list_subscriptions(
+        self, tenant: str | None, client_id: str | None, limit: int
+    ) -> list[JSON]:
+        """At most `limit` subscriptions ordered by client id: client_id, tenant,
+        topic_filter, qos, no_local, retain_as_published, retain_handling,
+        subscription_identifier."""
         ...
 
     # retained --------------------------------------------------------------------------
     def list_retained(self, tenant: str | None, limit: int) -> list[JSON]:
-        """tenant, topic, qos, payload_size, payload (base64), created_at, expires_at."""
+        """At most `limit` retained messages ordered by tenant and topic: tenant, topic,
+        qos, payload_size, payload (base64), created_at, expires_at."""
         ...
 
-    async def delete_retained(self, tenant: str, topic: str) -> bool: ...
+    async def delete_retained(self, tenant: str, topic: str) -> bool:
+        """Delete the retained message (memory and storage) and give back the topic it
+        held against the tenant's max_topics. False when there is none."""
+        ...
 
     # tenants and limits ----------------------------------------------------------------
     async def list_tenants(self) -> list[Tenant]: ...
@@ -116,6 +125,15 @@ class AdminBackend(Protocol):
 
     def set_node_limits(self, quota: Quota) -> Quota:
         """Apply new node limits at once (not written to broker.toml)."""
+        ...
+
+    def tcp_connection_rate(self) -> float:
+        """New TCP connections per second the node accepts."""
+        ...
+
+    def set_tcp_connection_rate(self, rate: float) -> float:
+        """Apply a new TCP connection rate at once (a finite number >= 0, checked by the
+        caller; not written to broker.toml)."""
         ...
 
     # credentials -----------------------------------------------------------------------

@@ -2,6 +2,9 @@
 
 It lists every route the server registers (mqttq.admin.routes), with its parameters,
 request body and answers; tests/admin/test_admin_openapi.py fails when the two drift.
+The answers' schemas are closed (additionalProperties false) and list every field the
+broker sends, so the conformance checks in tests/admin fail when a new field is not
+documented here.
 """
 
 from __future__ import annotations
@@ -10,9 +13,11 @@ import copy
 from typing import Any, Final
 
 from mqttq import __version__
+from mqttq.admin.routes_tenants import TCP_RATE_FIELD
 from mqttq.admin.validation import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
+    MAX_RATE,
     MAX_TENANT_LENGTH,
     MAX_USERNAME_LENGTH,
     TENANT_PATTERN,
@@ -120,6 +125,15 @@ _QUOTA_PROPERTIES: Final = {
     "max_sessions": {"type": "integer", "minimum": 0},
     "max_publish_rate": {"type": "number", "minimum": 0},
 }
+_NODE_PROPERTIES: Final = {
+    **_QUOTA_PROPERTIES,
+    TCP_RATE_FIELD: {
+        "type": "number",
+        "minimum": 0,
+        "maximum": MAX_RATE,
+        "description": "New TCP connections per second, before any MQTT (node only).",
+    },
+}
 _TOPIC_FILTERS: Final = {
     "type": "array",
     "items": {"type": "string", "minLength": 1},
@@ -146,6 +160,21 @@ _PASSWORD_SCHEMA: Final = {"type": "string", "minLength": 1, "writeOnly": True}
 _NUMBER_OR_NULL: Final = {"type": ["number", "null"]}
 
 
+_SESSION_PROPERTIES: Final[JSON] = {
+    "client_id": {"type": "string"},
+    "tenant": {"type": "string"},
+    "client_type": {"type": "string", "enum": ["DEVICE", "APPLICATION"]},
+    "connected": {"type": "boolean"},
+    "persistent": {"type": "boolean", "description": "Its session expiry interval is > 0."},
+    "protocol_level": {"type": "integer", "description": "3 (3.1), 4 (3.1.1) or 5 (5.0)."},
+    "expiry_interval": {"type": "integer", "minimum": 0, "description": "Seconds."},
+    "subscriptions": {"type": "integer"},
+    "queued": {"type": "integer", "minimum": 0, "description": "Messages in its queue."},
+    "inflight": {"type": "integer", "minimum": 0, "description": "QoS 1/2 unacknowledged."},
+    "disconnected_at": _NUMBER_OR_NULL,
+}
+
+
 def _object(properties: JSON, required: list[str] | None = None, *, closed: bool = True) -> JSON:
     schema: JSON = {"type": "object", "properties": properties}
     if required:
@@ -160,9 +189,23 @@ _SCHEMAS: Final[JSON] = {
         {
             "error": {"type": "string", "description": "What went wrong."},
             "field": {
-                "type": ["string", "null"],
-                "description": "The body field or parameter to blame, if one is.",
+                "type": "string",
+                "minLength": 1,
+                "description": "What to blame: a body field, a parameter, `body` (the "
+                "body as a whole), `Authorization`, `Content-Type`, `path` (an unknown "
+                "route, or one whose request budget is spent) or `method`.",
             },
+        },
+        ["error", "field"],
+    ),
+    "TokenError": _object(
+        {"error": {"type": "string"}, "field": {"type": "string", "const": "Authorization"}},
+        ["error", "field"],
+    ),
+    "ServerError": _object(
+        {
+            "error": {"type": "string", "description": "What went wrong."},
+            "field": {"type": "null", "description": "No input is to blame."},
         },
         ["error", "field"],
     ),
@@ -174,7 +217,6 @@ _SCHEMAS: Final[JSON] = {
             "mqtt_port": {"type": ["integer", "null"]},
         },
         ["status", "version", "uptime_seconds", "mqtt_port"],
-        closed=False,
     ),
     "Quota": _object(dict(_QUOTA_PROPERTIES), list(QUOTA_FIELDS)),
     "QuotaChange": {
@@ -188,7 +230,6 @@ _SCHEMAS: Final[JSON] = {
             "topics": {"type": "integer"},
         },
         ["connections", "sessions", "topics"],
-        closed=False,
     ),
     "Tenant": _object(
         {
@@ -208,28 +249,32 @@ _SCHEMAS: Final[JSON] = {
         },
         ["default_quota", "tenants"],
     ),
-    "NodeLimits": _object({"node": _ref("Quota")}, ["node"]),
+    "NodeQuota": _object(dict(_NODE_PROPERTIES), list(_NODE_PROPERTIES)),
+    "NodeQuotaChange": {
+        **_object(dict(_NODE_PROPERTIES)),
+        "description": "Any subset of the node's limits; the others keep their value.",
+    },
+    "NodeLimits": _object({"node": _ref("NodeQuota")}, ["node"]),
     "Session": _object(
-        {
-            "client_id": {"type": "string"},
-            "tenant": {"type": "string"},
-            "connected": {"type": "boolean"},
-            "persistent": {"type": "boolean"},
-            "protocol_level": {"type": ["integer", "null"]},
-            "expiry_interval": {"type": ["integer", "null"]},
-            "subscriptions": {
-                "description": "A count in lists; the subscriptions themselves in detail.",
-                "oneOf": [
-                    {"type": "integer"},
-                    {"type": "array", "items": _ref("Subscription")},
-                ],
+        _SESSION_PROPERTIES
+        | {"subscriptions": {"type": "integer", "description": "How many it has."}},
+        list(_SESSION_PROPERTIES),
+    ),
+    "SessionDetail": _object(
+        _SESSION_PROPERTIES
+        | {
+            "subscriptions": {"type": "array", "items": _ref("Subscription")},
+            "peer": {
+                "type": ["string", "null"],
+                "description": "The client's address (host:port); null when offline.",
             },
-            "queued": {"type": "integer"},
-            "inflight": {"type": "integer"},
-            "disconnected_at": _NUMBER_OR_NULL,
+            "stored_messages": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Messages waiting in storage (persistent sessions only).",
+            },
         },
-        ["client_id", "tenant", "connected", "persistent"],
-        closed=False,
+        [*_SESSION_PROPERTIES, "peer"],
     ),
     "SessionList": _object({"sessions": {"type": "array", "items": _ref("Session")}}, ["sessions"]),
     "Disconnected": _object(
@@ -244,11 +289,19 @@ _SCHEMAS: Final[JSON] = {
             "qos": {"type": "integer", "minimum": 0, "maximum": 2},
             "no_local": {"type": "boolean"},
             "retain_as_published": {"type": "boolean"},
-            "retain_handling": {"type": "integer"},
+            "retain_handling": {"type": "integer", "minimum": 0, "maximum": 2},
             "subscription_identifier": {"type": ["integer", "null"]},
         },
-        ["client_id", "tenant", "topic_filter", "qos"],
-        closed=False,
+        [
+            "client_id",
+            "tenant",
+            "topic_filter",
+            "qos",
+            "no_local",
+            "retain_as_published",
+            "retain_handling",
+            "subscription_identifier",
+        ],
     ),
     "SubscriptionList": _object(
         {"subscriptions": {"type": "array", "items": _ref("Subscription")}}, ["subscriptions"]
@@ -263,8 +316,7 @@ _SCHEMAS: Final[JSON] = {
             "created_at": _NUMBER_OR_NULL,
             "expires_at": _NUMBER_OR_NULL,
         },
-        ["tenant", "topic", "qos", "payload_size", "payload"],
-        closed=False,
+        ["tenant", "topic", "qos", "payload_size", "payload", "created_at", "expires_at"],
     ),
     "RetainedList": _object(
         {"retained": {"type": "array", "items": _ref("Retained")}}, ["retained"]
@@ -301,9 +353,9 @@ _SCHEMAS: Final[JSON] = {
 }
 
 _RESPONSES: Final[JSON] = {
-    "BadRequest": _json(_ref("Error"), "Invalid input; `field` names it (null: the body)."),
+    "BadRequest": _json(_ref("Error"), "Invalid input; `field` names it (`body`: the body)."),
     "Unauthorized": {
-        **_json(_ref("Error"), "Missing or wrong bearer token."),
+        **_json(_ref("TokenError"), "Missing or wrong bearer token."),
         "headers": {"WWW-Authenticate": {"schema": {"type": "string", "const": "Bearer"}}},
     },
     "NotFound": _json(_ref("Error"), "No such item."),
@@ -317,7 +369,7 @@ _RESPONSES: Final[JSON] = {
             }
         },
     },
-    "StoreUnavailable": _json(_ref("Error"), "The credential store cannot be used."),
+    "StoreUnavailable": _json(_ref("ServerError"), "The credential store cannot be used."),
 }
 
 _API = "/api/v1"
@@ -371,7 +423,7 @@ _PATHS: Final[JSON] = {
         "get": _operation(
             "getSession",
             "One session with its subscriptions.",
-            {"200": _json(_ref("Session"), "The session.")} | _errors(400, 404),
+            {"200": _json(_ref("SessionDetail"), "The session.")} | _errors(400, 404),
             tag="sessions",
             parameters=[_CLIENT_ID],
         ),
@@ -396,12 +448,13 @@ _PATHS: Final[JSON] = {
     f"{_API}/subscriptions": {
         "get": _operation(
             "listSubscriptions",
-            "Subscriptions of every session (or of one tenant or client).",
+            "Subscriptions of every session (or of one tenant or client), by client id.",
             {"200": _json(_ref("SubscriptionList"), "Subscriptions.")} | _errors(400),
             tag="sessions",
             parameters=[
                 _TENANT_QUERY,
                 _query("client_id", "Only this client's.", {"type": "string"}),
+                _LIMIT_QUERY,
             ],
         )
     },
@@ -463,7 +516,7 @@ _PATHS: Final[JSON] = {
     f"{_API}/limits": {
         "get": _operation(
             "getLimits",
-            "The node layer's limits.",
+            "The node layer's limits and its TCP connection rate.",
             {"200": _json(_ref("NodeLimits"), "Node limits.")} | _errors(400),
             tag="limits",
         ),
@@ -472,7 +525,7 @@ _PATHS: Final[JSON] = {
             "Apply new node limits at once (not written to broker.toml).",
             {"200": _json(_ref("NodeLimits"), "Node limits now.")} | _errors(400),
             tag="limits",
-            body=_ref("QuotaChange"),
+            body=_ref("NodeQuotaChange"),
         ),
     },
     f"{_API}/credentials": {

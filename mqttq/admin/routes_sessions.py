@@ -51,8 +51,11 @@ def session_routes(backend: AdminBackend) -> list[web.RouteDef]:
         return web.Response(status=204)
 
     async def list_subscriptions(request: web.Request) -> web.Response:
-        params = query_params(request, ("tenant", "client_id"))
-        subscriptions = backend.list_subscriptions(params.get("tenant"), params.get("client_id"))
+        params = query_params(request, ("tenant", "client_id", "limit"))
+        limit = parse_limit(params)
+        subscriptions = backend.list_subscriptions(
+            params.get("tenant"), params.get("client_id"), limit
+        )
         return web.json_response({"subscriptions": subscriptions})
 
     async def list_retained(request: web.Request) -> web.Response:

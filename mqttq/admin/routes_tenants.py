@@ -1,9 +1,10 @@
 """Admin API handlers for tenants and their quotas, and for the node limits.
 
 A PUT carries any subset of the five quota fields; the others keep the stored value (else
-the default tenant quota, or the node's current limits). The whole quota is validated
-before the backend is called, so a bad field changes nothing.
-"""
+the default tenant quota, or the node's current limits). The node limits also hold
+`max_tcp_connection_rate` (new TCP connections per second, a node-only limit: tenants are
+known only after CONNECT). The whole body is validated before the backend is called, so
+a bad field changes nothing."""
 
 from __future__ import annotations
 
@@ -12,13 +13,15 @@ from typing import Any
 from aiohttp import web
 
 from mqttq.admin.backend import AdminBackend
-from mqttq.admin.validation import ApiError, query_params, read_object, tenant_name
+from mqttq.admin.validation import ApiError, parse_rate, query_params, read_object, tenant_name
 from mqttq.auth.model import DEFAULT_TENANT, Tenant
-from mqttq.limits.quota import Quota
+from mqttq.limits.quota import QUOTA_FIELDS, Quota
 
-__all__ = ["tenant_json", "tenant_routes"]
+__all__ = ["TCP_RATE_FIELD", "tenant_json", "tenant_routes"]
 
 API = "/api/v1"
+TCP_RATE_FIELD = "max_tcp_connection_rate"
+"""The node limit beside the quota fields in GET/PUT /api/v1/limits."""
 
 
 def tenant_json(
@@ -79,15 +82,27 @@ def tenant_routes(backend: AdminBackend) -> list[web.RouteDef]:
             raise _no_tenant(name)
         return web.Response(status=204)
 
+    def node_json(quota: Quota, tcp_rate: float) -> dict[str, Any]:
+        return {"node": {**quota.to_dict(), TCP_RATE_FIELD: tcp_rate}}
+
     async def get_limits(request: web.Request) -> web.Response:
         query_params(request, ())
-        return web.json_response({"node": backend.node_limits().to_dict()})
+        return web.json_response(node_json(backend.node_limits(), backend.tcp_connection_rate()))
 
     async def put_limits(request: web.Request) -> web.Response:
         query_params(request, ())
         body = await read_object(request)
+        tcp_rate = backend.tcp_connection_rate()
+        for key in body:
+            if key not in QUOTA_FIELDS and key != TCP_RATE_FIELD:
+                known = ", ".join((*QUOTA_FIELDS, TCP_RATE_FIELD))
+                raise ApiError(400, f"unknown field; known fields: {known}", key)
+        if TCP_RATE_FIELD in body:
+            tcp_rate = parse_rate(TCP_RATE_FIELD, body.pop(TCP_RATE_FIELD))
         quota = Quota.from_mapping(body, backend.node_limits())
-        return web.json_response({"node": backend.set_node_limits(quota).to_dict()})
+        # Both checked: neither change can fail now, so a bad field changed nothing.
+        quota = backend.set_node_limits(quota)
+        return web.json_response(node_json(quota, backend.set_tcp_connection_rate(tcp_rate)))
 
     return [
         web.get(f"{API}/tenants", list_tenants, allow_head=False),

@@ -3,13 +3,22 @@
 Every request passes three middlewares, outermost first:
 - errors: turns every refusal into the JSON error `{"error": ..., "field": ...}` with its
   status (ApiError and QuotaError 400/401/404/429, CredentialExists 409, UnknownTenant 404,
-  AuthStoreError 503); an unexpected exception is logged and answered 500 without detail;
-- authenticate: `Authorization: Bearer <token>` on every route but /health and
-  /openapi.json (401 with `WWW-Authenticate: Bearer`);
+  AuthStoreError 503); an unexpected exception is logged and answered 500 without detail.
+  A 4xx always names the field to blame (`Authorization`, `body`, a parameter, `path` for
+  an unknown route or a spent route budget, `method`); a 5xx names none (null);
 - rate: one token bucket per route pattern (`/api/v1/sessions/{client_id}`, so varying
   the id does not dodge it); a request waits up to `rate_wait` seconds for a token, then
-  gets 429 with Retry-After. Refusals are counted per route for /metrics.
-"""
+  gets 429 with Retry-After. Refusals are counted per route for /metrics;
+- authenticate: `Authorization: Bearer <token>` on every route but /health and
+  /openapi.json (401 with `WWW-Authenticate: Bearer`).
+
+The rate limit comes before authentication so that a flood with a missing or wrong token
+is refused and counted like any other: it bounds the work (and the token guesses) any
+client gets per route, and /metrics shows the flood. /health and /openapi.json are
+limited too, each on its own budget: they are the routes anyone may call, and their
+answers cost the same event loop that serves MQTT clients; a monitor polling at a sane
+rate never meets the limit. The price: requests without the token spend the route's
+budget for everyone (the API listens on loopback unless configured otherwise)."""
 
 from __future__ import annotations
 
@@ -38,6 +47,8 @@ UNMATCHED_ROUTE: Final = "unmatched"
 """The rate-limit key (and metrics label) of requests that match no route."""
 SHUTDOWN_TIMEOUT: Final = 2.0
 """Seconds `close` lets requests under way finish."""
+_HTTP_ERROR_FIELDS: Final = {404: "path", 405: "method", 413: "body"}
+"""The field aiohttp's own 4xx answers blame (else `path`: the router refused it)."""
 
 
 class UriRateLimit:
@@ -72,7 +83,7 @@ class UriRateLimit:
             raise ApiError(
                 429,
                 f"too many requests to {route}; at most {self.rate:g} per second",
-                None,
+                "path",
                 {"Retry-After": str(retry)},
             )
         if wait > 0.0:
@@ -101,7 +112,7 @@ class AdminServer:
         self._requested_port = port
         self._token = _encode(token)
         self._metrics = AdminMetrics(backend, lambda: self.rate_limit.refused)
-        self.app = web.Application(middlewares=[_errors, self._authenticate, self._rate])
+        self.app = web.Application(middlewares=[_errors, self._rate, self._authenticate])
         self.app.add_routes(admin_routes(backend, self._metrics.render))
         patterns = sorted({resource.canonical for resource in self.app.router.resources()})
         self.rate_limit = UriRateLimit(uri_rate, rate_wait, patterns)
@@ -155,7 +166,10 @@ class AdminServer:
                 _encode(given.strip()), self._token
             ):
                 raise ApiError(
-                    401, "missing or wrong bearer token", None, {"WWW-Authenticate": "Bearer"}
+                    401,
+                    "missing or wrong bearer token",
+                    "Authorization",
+                    {"WWW-Authenticate": "Bearer"},
                 )
         return await handler(request)
 
@@ -186,7 +200,8 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         if exc.status == 404:
             message = f"no such route: {request.method} {request.path}"
         allow = exc.headers.get("Allow")
-        response = _error(exc.status, message, None, {"Allow": allow} if allow else None)
+        field = None if exc.status >= 500 else _HTTP_ERROR_FIELDS.get(exc.status, "path")
+        response = _error(exc.status, message, field, {"Allow": allow} if allow else None)
     except Exception:
         log.exception("admin API: %s %s failed", request.method, request.path)
         response = _error(500, "internal error")

@@ -1,13 +1,14 @@
 """Parsing and validating admin API input: JSON bodies, query strings, names and
 credential fields. Everything a request carries is checked here before any handler calls
 the backend, so a request with one bad field changes nothing. A problem raises ApiError
-(400 unless said otherwise) naming the field, or None when the body as a whole is wrong.
+(400 unless said otherwise) naming the field: `body` when the body as a whole is wrong.
 Quota bodies are checked by `Quota.from_mapping`, whose QuotaError names the field too.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Collection, Mapping
 from typing import Any, Final, NoReturn
@@ -23,6 +24,7 @@ __all__ = [
     "CREDENTIAL_UPDATE_FIELDS",
     "DEFAULT_LIMIT",
     "MAX_LIMIT",
+    "MAX_RATE",
     "MAX_TENANT_LENGTH",
     "MAX_USERNAME_LENGTH",
     "TENANT_PATTERN",
@@ -30,6 +32,7 @@ __all__ = [
     "parse_credential_changes",
     "parse_limit",
     "parse_new_credential",
+    "parse_rate",
     "query_params",
     "read_object",
     "tenant_name",
@@ -39,6 +42,8 @@ __all__ = [
 DEFAULT_LIMIT: Final = 100
 MAX_LIMIT: Final = 10_000
 MAX_USERNAME_LENGTH: Final = 256
+MAX_RATE: Final = 2**62
+"""The largest rate (per second) a body may set, as for quota fields."""
 MAX_TENANT_LENGTH: Final = 128
 TENANT_PATTERN: Final = "^[A-Za-z0-9_.-]+$"
 _TENANT_RE: Final = re.compile(r"[A-Za-z0-9_.-]+")
@@ -55,14 +60,15 @@ CREDENTIAL_CREATE_FIELDS: Final = ("username", *CREDENTIAL_UPDATE_FIELDS)
 
 
 class ApiError(MqttqError):
-    """An answer other than success: `status`, a message, the offending `field` (None
-    when no single field is to blame) and extra response headers."""
+    """An answer other than success: `status`, a message, the offending `field` (a body
+    field, a parameter, a header such as `Authorization`, or `body`) and extra response
+    headers."""
 
     def __init__(
         self,
         status: int,
         message: str,
-        field: str | None = None,
+        field: str,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message)
@@ -72,7 +78,7 @@ class ApiError(MqttqError):
         self.headers = dict(headers or {})
 
 
-def _bad(field: str | None, message: str) -> NoReturn:
+def _bad(field: str, message: str) -> NoReturn:
     raise ApiError(400, message, field)
 
 
@@ -80,18 +86,22 @@ def _bad(field: str | None, message: str) -> NoReturn:
 
 
 async def read_object(request: web.Request) -> dict[str, Any]:
-    """The request's body as a JSON object. Refused (400, field None): a Content-Type
-    other than application/json, bytes that are not UTF-8 JSON (NaN and Infinity
-    included: they are not JSON), a value that is not an object."""
+    """The request's body as a JSON object. Refused (400): a Content-Type other than
+    application/json (field `Content-Type`), bytes that are not UTF-8 JSON (NaN and
+    Infinity included: they are not JSON) or a value that is not an object (field
+    `body`)."""
     if request.content_type != "application/json":
-        _bad(None, f"Content-Type must be application/json, got {request.content_type!r}")
+        _bad(
+            "Content-Type",
+            f"Content-Type must be application/json, got {request.content_type!r}",
+        )
     raw = await request.read()
     try:
         value = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError) as exc:
-        _bad(None, f"body is not valid JSON: {exc}")
+        _bad("body", f"body is not valid JSON: {exc}")
     if not isinstance(value, dict):
-        _bad(None, f"body must be a JSON object, got {type(value).__name__}")
+        _bad("body", f"body must be a JSON object, got {_kind(value)}")
     return value
 
 
@@ -145,6 +155,23 @@ def topic_name(value: str, field: str = "topic") -> str:
     except ProtocolError as exc:
         _bad(field, f"not a valid topic name: {exc.message}")
     return value
+
+
+# --- numbers ---------------------------------------------------------------------------
+
+
+def parse_rate(field: str, value: Any) -> float:
+    """`value` when it is a rate per second: a JSON number from 0 to MAX_RATE (0 refuses
+    everything), as the quota's rate fields are checked."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        _bad(field, f"must be a number, got {_kind(value)}")
+    if isinstance(value, float) and not math.isfinite(value):
+        _bad(field, f"must be a finite number, got {value!r}")
+    if value < 0:
+        _bad(field, f"must be 0 or more, got {value!r}")
+    if value > MAX_RATE:
+        _bad(field, f"must be at most {MAX_RATE}, got {value!r}")
+    return float(value)
 
 
 # --- names -----------------------------------------------------------------------------

@@ -99,7 +99,9 @@ class BrokerAdmin:
         await life.remove_session(session)
         return True
 
-    def list_subscriptions(self, tenant: str | None, client_id: str | None) -> list[JSON]:
+    def list_subscriptions(
+        self, tenant: str | None, client_id: str | None, limit: int
+    ) -> list[JSON]:
         views: list[JSON] = []
         if client_id is not None:
             session = self.hub.sessions.get(client_id)
@@ -110,10 +112,10 @@ class BrokerAdmin:
             space = session.space
             if tenant is not None and space.name != tenant:
                 continue
-            views.extend(
-                _subscription_view(session.client_id, space.name, subscription)
-                for subscription in space.router.subscriptions_of(session.client_id)
-            )
+            for subscription in space.router.subscriptions_of(session.client_id):
+                views.append(_subscription_view(session.client_id, space.name, subscription))
+                if len(views) >= limit:
+                    return views
         return views
 
     # ------------------------------------------------------------------ retained
@@ -134,10 +136,8 @@ class BrokerAdmin:
 
     async def delete_retained(self, tenant: str, topic: str) -> bool:
         space = self.hub.spaces.get(tenant)
-        if space is None or space.retained.get(topic) is None:
+        if space is None or not space.drop_retained(topic):
             return False
-        space.retained.set(topic, None)
-        space.drop_topic_ref(topic)
         await self.hub.storage.set_retained(tenant, topic, None)
         return True
 
@@ -176,6 +176,13 @@ class BrokerAdmin:
     def set_node_limits(self, quota: Quota) -> Quota:
         self.broker.set_node_limits(quota)
         return self.broker.limits.node_quota
+
+    def tcp_connection_rate(self) -> float:
+        return self.broker.limits.tcp_rate
+
+    def set_tcp_connection_rate(self, rate: float) -> float:
+        self.broker.set_tcp_connection_rate(rate)
+        return self.broker.limits.tcp_rate
 
     # ------------------------------------------------------------------ credentials
 

@@ -1,10 +1,13 @@
-"""BackendDouble: an in-memory AdminBackend used only to test the admin HTTP layer.
+"""BackendDouble: an in-memory AdminBackend, kept only for what a real broker cannot be
+made to do on demand: an unexpected failure (`broken`: the 500 path), a store that fails
+(EmptyAuthStore: 503), UnknownTenant raised by the backend, and HTTP-layer details (token,
+rate limit, input validation) that need no broker behind them.
 
 Sessions, subscriptions, retained messages, usage and node limits live in plain dicts the
-tests fill and inspect; credentials and tenants live in a real SqliteAuthStore (tmp_path),
-so stored rows, created_at/updated_at and password hashes are the real thing. End-to-end
-tests against the real broker's BrokerAdmin live in tests/integration.
-"""
+tests fill and inspect; credentials and tenants live in a real SqliteAuthStore (tmp_path).
+What the routes do to a real broker (sessions, subscriptions, retained messages, limits)
+is tested against BrokerAdmin in tests/admin/test_admin_real_broker.py, and end to end
+against `mqttq serve` in tests/integration/test_admin_api.py."""
 
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ class BackendDouble:
         self.usage: dict[str, JSON] = {}
         self.default_quota = Quota(max_connections_per_node=100, max_publish_rate=50.0)
         self.node = Quota()
+        self.tcp_rate = 10_000.0
         self.snapshot = MetricsSnapshot(counters={}, refusals={}, tenants={})
         self.unknown_tenant_raises = False
         """delete_tenant raises UnknownTenant instead of returning False."""
@@ -48,6 +52,7 @@ class BackendDouble:
         self.sessions[client_id] = {
             "client_id": client_id,
             "tenant": tenant,
+            "client_type": "DEVICE",
             "connected": connected,
             "persistent": not connected,
             "protocol_level": 5,
@@ -109,6 +114,8 @@ class BackendDouble:
         detail = copy.deepcopy(session)
         detail["subscriptions"] = [s for s in self.subscriptions if s["client_id"] == client_id]
         detail["peer"] = "127.0.0.1:50000" if session["connected"] else None
+        if detail["persistent"]:
+            detail["stored_messages"] = 0
         return detail
 
     def disconnect_session(self, client_id: str) -> bool:
@@ -125,13 +132,16 @@ class BackendDouble:
         self.subscriptions = [s for s in self.subscriptions if s["client_id"] != client_id]
         return True
 
-    def list_subscriptions(self, tenant: str | None, client_id: str | None) -> list[JSON]:
-        return [
+    def list_subscriptions(
+        self, tenant: str | None, client_id: str | None, limit: int
+    ) -> list[JSON]:
+        found = [
             dict(s)
             for s in self.subscriptions
             if (tenant is None or s["tenant"] == tenant)
             and (client_id is None or s["client_id"] == client_id)
         ]
+        return found[:limit]
 
     def list_retained(self, tenant: str | None, limit: int) -> list[JSON]:
         found = [dict(v) for k, v in sorted(self.retained.items()) if tenant in (None, k[0])]
@@ -173,6 +183,13 @@ class BackendDouble:
     def set_node_limits(self, quota: Quota) -> Quota:
         self.node = quota
         return self.node
+
+    def tcp_connection_rate(self) -> float:
+        return self.tcp_rate
+
+    def set_tcp_connection_rate(self, rate: float) -> float:
+        self.tcp_rate = rate
+        return self.tcp_rate
 
     async def list_credentials(self, tenant: str | None) -> list[Credential]:
         return await self.store.list_credentials(tenant)

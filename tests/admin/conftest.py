@@ -8,6 +8,7 @@ pytest-asyncio is not used: each test calls `admin(scenario)`, which runs the as
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -47,7 +48,7 @@ class Api:
         path: str,
         *,
         json: Any = _UNSET,
-        data: str | bytes | None = None,
+        data: str | bytes | io.BytesIO | None = None,
         params: Mapping[str, str] | None = None,
         headers: Mapping[str, str] | None = None,
         token: str | None = TOKEN,

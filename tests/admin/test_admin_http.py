@@ -1,10 +1,13 @@
 """The admin HTTP API over real HTTP (AdminServer on 127.0.0.1 port 0, aiohttp client),
 against BackendDouble with a real SqliteAuthStore: every route's statuses, bodies and
-field names; the token; the per-URI rate limit; bad input changing nothing."""
+field names; the token; the per-URI rate limit (before the token); bad input changing
+nothing; the failures only a double can inject (500, 503). What the routes do to a real
+broker is tested in test_admin_real_broker.py."""
 
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 from typing import Any
 
@@ -56,6 +59,7 @@ PROTECTED = [
 
 
 def assert_error(answer: Any, status: int, field: str | None) -> None:
+    """A JSON error naming `field` (every 4xx names one; a 5xx none)."""
     assert answer.status == status, answer.body
     assert set(answer.body) == {"error", "field"}
     assert isinstance(answer.body["error"], str) and answer.body["error"]
@@ -75,7 +79,7 @@ def test_every_protected_route_needs_the_token(admin: RunAdmin, method: str, pat
             {"Authorization": "Bearer"},
         ):
             answer = await api.call(method, path, headers=headers, token=None, json={})
-            assert_error(answer, 401, None)
+            assert_error(answer, 401, "Authorization")
             assert answer.headers["WWW-Authenticate"] == "Bearer"
         # Nothing a refused request asked for happened.
         assert "c1" in api.backend.sessions
@@ -90,8 +94,8 @@ def test_token_scheme_is_case_insensitive_and_unknown_paths_need_it(admin: RunAd
             f"{API}/limits", token=None, headers={"Authorization": "bearer test-token-0123456789"}
         )
         assert answer.status == 200
-        assert_error(await api.get("/nothing/here", token=None), 401, None)
-        assert_error(await api.get("/nothing/here"), 404, None)
+        assert_error(await api.get("/nothing/here", token=None), 401, "Authorization")
+        assert_error(await api.get("/nothing/here"), 404, "path")
 
     admin(scenario)
 
@@ -136,7 +140,7 @@ def test_list_sessions_filters_and_limits(admin: RunAdmin) -> None:
 )
 def test_limit_out_of_range_is_refused(admin: RunAdmin, limit: str) -> None:
     async def scenario(api: Api) -> None:
-        for path in (f"{API}/sessions", f"{API}/retained"):
+        for path in (f"{API}/sessions", f"{API}/subscriptions", f"{API}/retained"):
             assert_error(await api.get(path, params={"limit": limit}), 400, "limit")
 
     admin(scenario, setup=populated)
@@ -228,6 +232,8 @@ def test_list_subscriptions(admin: RunAdmin) -> None:
         assert [s["client_id"] for s in acme.body["subscriptions"]] == ["c1", "c2"]
         one = await api.get(f"{API}/subscriptions", params={"client_id": "c2"})
         assert [s["topic_filter"] for s in one.body["subscriptions"]] == ["b/#"]
+        first = await api.get(f"{API}/subscriptions", params={"tenant": "acme", "limit": "1"})
+        assert [s["client_id"] for s in first.body["subscriptions"]] == ["c1"]
 
     admin(scenario, setup=populated)
 
@@ -377,22 +383,22 @@ def test_bad_quota_changes_nothing(admin: RunAdmin, body: dict[str, Any] | str, 
 
 
 @pytest.mark.parametrize(
-    ("data", "content_type"),
+    ("data", "content_type", "field"),
     [
-        ("{bad json", "application/json"),
-        ("", "application/json"),
-        ("[1, 2]", "application/json"),
-        ('"max_topics"', "application/json"),
-        ("null", "application/json"),
-        ('{"max_topics": NaN}', "application/json"),
-        ('{"max_topics": Infinity}', "application/json"),
-        (b'{"max_topics": "\xff"}', "application/json"),
-        ('{"max_topics": 5}', "text/plain"),
-        ('{"max_topics": 5}', "application/x-www-form-urlencoded"),
+        ("{bad json", "application/json", "body"),
+        ("", "application/json", "body"),
+        ("[1, 2]", "application/json", "body"),
+        ('"max_topics"', "application/json", "body"),
+        ("null", "application/json", "body"),
+        ('{"max_topics": NaN}', "application/json", "body"),
+        ('{"max_topics": Infinity}', "application/json", "body"),
+        (b'{"max_topics": "\xff"}', "application/json", "body"),
+        ('{"max_topics": 5}', "text/plain", "Content-Type"),
+        ('{"max_topics": 5}', "application/x-www-form-urlencoded", "Content-Type"),
     ],
 )
 def test_malformed_bodies_are_refused(
-    admin: RunAdmin, data: str | bytes, content_type: str
+    admin: RunAdmin, data: str | bytes, content_type: str, field: str
 ) -> None:
     async def scenario(api: Api) -> None:
         headers = {"Content-Type": content_type}
@@ -403,7 +409,7 @@ def test_malformed_bodies_are_refused(
             ("PUT", f"{API}/credentials/u"),
         ):
             answer = await api.call(method, path, data=data, headers=headers)
-            assert_error(answer, 400, None)
+            assert_error(answer, 400, field)
         assert await api.backend.store.list_tenants() == []
         assert await api.backend.store.list_credentials() == []
         assert api.backend.node == Quota()
@@ -425,15 +431,54 @@ def test_bad_tenant_name_in_put(admin: RunAdmin) -> None:
 
 def test_node_limits(admin: RunAdmin) -> None:
     async def scenario(api: Api) -> None:
+        tcp = {"max_tcp_connection_rate": 10_000.0}
         answer = await api.get(f"{API}/limits")
-        assert answer.body == {"node": Quota().to_dict()}
+        assert answer.body == {"node": Quota().to_dict() | tcp}
         put = await api.call("PUT", f"{API}/limits", json={"max_publish_rate": 10, "max_topics": 2})
         assert put.status == 200
         expected = Quota(max_publish_rate=10.0, max_topics=2)
-        assert put.body == {"node": expected.to_dict()}
+        assert put.body == {"node": expected.to_dict() | tcp}
         assert api.backend.node == expected
         again = await api.call("PUT", f"{API}/limits", json={"max_sessions": 4})
-        assert again.body == {"node": expected.replace(max_sessions=4).to_dict()}
+        assert again.body == {"node": expected.replace(max_sessions=4).to_dict() | tcp}
+        tcp_only = await api.call("PUT", f"{API}/limits", json={"max_tcp_connection_rate": 2})
+        assert tcp_only.body == {
+            "node": expected.replace(max_sessions=4).to_dict() | {"max_tcp_connection_rate": 2.0}
+        }
+        assert api.backend.tcp_rate == 2.0
+        both = await api.call(
+            "PUT", f"{API}/limits", json={"max_tcp_connection_rate": 0, "max_topics": 9}
+        )
+        assert both.body["node"]["max_tcp_connection_rate"] == 0.0
+        assert both.body["node"]["max_topics"] == 9
+        assert (api.backend.tcp_rate, api.backend.node.max_topics) == (0.0, 9)
+
+    admin(scenario)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"max_tcp_connection_rate": -1}',
+        '{"max_tcp_connection_rate": "5"}',
+        '{"max_tcp_connection_rate": true}',
+        '{"max_tcp_connection_rate": null}',
+        '{"max_tcp_connection_rate": 1e400}',
+        '{"max_tcp_connection_rate": 1e300}',
+        '{"max_tcp_connection_rate": 5, "max_topics": -1}',
+        '{"max_topics": 1, "max_tcp_connection_rate": [1]}',
+    ],
+)
+def test_bad_tcp_connection_rate_changes_nothing(admin: RunAdmin, body: str) -> None:
+    async def scenario(api: Api) -> None:
+        answer = await api.call("PUT", f"{API}/limits", data=body, headers=JSON_TYPE)
+        field = "max_topics" if '"max_topics": -1' in body else "max_tcp_connection_rate"
+        assert_error(answer, 400, field)
+        assert api.backend.tcp_rate == 10_000.0
+        assert api.backend.node == Quota()
+        # Tenants have no TCP rate: the field is unknown there.
+        tenant = await api.call("PUT", f"{API}/tenants/acme", json={"max_tcp_connection_rate": 1})
+        assert_error(tenant, 400, "max_tcp_connection_rate")
 
     admin(scenario)
 
@@ -611,10 +656,20 @@ def test_store_failure_is_503(admin: RunAdmin) -> None:
 
 def test_unknown_route_and_method(admin: RunAdmin) -> None:
     async def scenario(api: Api) -> None:
-        assert_error(await api.get(f"{API}/nothing"), 404, None)
+        assert_error(await api.get(f"{API}/nothing"), 404, "path")
         wrong = await api.call("PATCH", f"{API}/limits")
-        assert_error(wrong, 405, None)
+        assert_error(wrong, 405, "method")
         assert set(wrong.headers["Allow"].split(",")) == {"GET", "PUT"}
+
+    admin(scenario)
+
+
+def test_a_body_over_the_size_limit_is_413_naming_the_body(admin: RunAdmin) -> None:
+    async def scenario(api: Api) -> None:
+        huge = json.dumps({"max_topics": 1, "pad": "x" * 2 * 1024 * 1024}).encode()
+        answer = await api.call("PUT", f"{API}/limits", data=io.BytesIO(huge), headers=JSON_TYPE)
+        assert_error(answer, 413, "body")
+        assert api.backend.node == Quota()
 
     admin(scenario)
 
@@ -647,18 +702,44 @@ def test_rate_limit_refuses_after_the_budget_per_route(admin: RunAdmin) -> None:
         assert statuses.count(200) == 1
         assert statuses.count(429) == 5
         refused = await api.get(f"{API}/tenants")
-        assert_error(refused, 429, None)
+        assert_error(refused, 429, "path")
         assert int(refused.headers["Retry-After"]) >= 1
 
         # Another URI has its own budget ...
         assert (await api.get(f"{API}/limits")).status == 200
         # ... but another id on one route pattern does not.
         assert (await api.get(f"{API}/sessions/c1")).status == 200
-        assert_error(await api.get(f"{API}/sessions/c2"), 429, None)
+        assert_error(await api.get(f"{API}/sessions/c2"), 429, "path")
         assert api.server.rate_limit.refused[f"{API}/tenants"] == 6
         assert api.server.rate_limit.refused[f"{API}/sessions/{{client_id}}"] == 1
 
     admin(scenario, uri_rate=0.01, rate_wait=0.0, setup=populated)
+
+
+def test_rate_limit_comes_before_the_token(admin: RunAdmin) -> None:
+    # A burst of one per route: the first unauthenticated request is judged on its
+    # token (401), every later one is refused on rate alone (429) and counted.
+    async def scenario(api: Api) -> None:
+        answers = [await api.get(f"{API}/limits", token=token) for token in (None, "bad", None)]
+        assert_error(answers[0], 401, "Authorization")
+        for answer in answers[1:]:
+            assert_error(answer, 429, "path")
+            assert "WWW-Authenticate" not in answer.headers
+        # The flood spent the route's budget: the right token waits like anyone else.
+        assert_error(await api.get(f"{API}/limits"), 429, "path")
+        assert api.server.rate_limit.refused[f"{API}/limits"] == 3
+        # Public routes and unknown paths are limited too, each on its own budget.
+        for path in ("/health", "/openapi.json"):
+            assert (await api.get(path, token=None)).status == 200
+            assert_error(await api.get(path, token=None), 429, "path")
+        assert_error(await api.get("/nothing", token=None), 401, "Authorization")
+        assert_error(await api.get("/nothing/else", token=None), 429, "path")
+        text = (await api.call("GET", "/metrics")).body
+        assert 'mqttq_admin_requests_refused_total{route="/api/v1/limits"} 3.0' in text
+        assert 'mqttq_admin_requests_refused_total{route="/health"} 1.0' in text
+        assert 'mqttq_admin_requests_refused_total{route="unmatched"} 1.0' in text
+
+    admin(scenario, uri_rate=0.01, rate_wait=0.0)
 
 
 def test_rate_limit_lets_requests_wait_for_a_token(admin: RunAdmin) -> None:

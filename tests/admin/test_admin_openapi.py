@@ -6,49 +6,26 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from mqttq.admin.openapi import openapi_document
 from mqttq.admin.routes import PUBLIC_PATHS
+from mqttq.admin.routes_tenants import TCP_RATE_FIELD
 from mqttq.admin.server import AdminServer
 from mqttq.auth.empty_store import EmptyAuthStore
 from mqttq.limits.quota import QUOTA_FIELDS
 from tests.admin.backend_double import BackendDouble, populated
 from tests.admin.conftest import Api, RunAdmin
-
-HTTP_METHODS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
-DOCUMENT = openapi_document()
-
-
-def operations(document: dict[str, Any]) -> Iterator[tuple[str, str, dict[str, Any]]]:
-    for path, item in document["paths"].items():
-        for method, operation in item.items():
-            if method in HTTP_METHODS:
-                yield path, method, operation
-
-
-def refs(value: Any) -> Iterator[str]:
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key == "$ref":
-                yield item
-            else:
-                yield from refs(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from refs(item)
-
-
-def resolve(document: dict[str, Any], ref: str) -> Any:
-    assert ref.startswith("#/"), ref
-    node: Any = document
-    for part in ref[2:].split("/"):
-        assert part in node, f"unresolved $ref {ref}"
-        node = node[part]
-    return node
+from tests.admin.openapi_check import (
+    DOCUMENT,
+    answer_schema,
+    check,
+    check_answer,
+    operations,
+    refs,
+    resolve,
+)
 
 
 def test_routes_and_document_match() -> None:
@@ -134,8 +111,33 @@ def test_schemas_name_the_fields_the_api_uses() -> None:
     assert list(schemas["Quota"]["properties"]) == list(QUOTA_FIELDS)
     assert schemas["Quota"]["required"] == list(QUOTA_FIELDS)
     assert set(schemas["QuotaChange"]["properties"]) == set(QUOTA_FIELDS)
+    node = [*QUOTA_FIELDS, TCP_RATE_FIELD]
+    assert schemas["NodeQuota"]["required"] == node == list(schemas["NodeQuota"]["properties"])
+    assert set(schemas["NodeQuotaChange"]["properties"]) == set(node)
     assert "password_hash" not in json.dumps(schemas)
     assert schemas["Error"]["required"] == ["error", "field"]
+    # A 4xx always names its field; only a 5xx has none.
+    assert schemas["Error"]["properties"]["field"]["type"] == "string"
+    assert schemas["TokenError"]["properties"]["field"]["const"] == "Authorization"
+    assert schemas["ServerError"]["properties"]["field"]["type"] == "null"
+
+
+def test_every_schema_is_closed() -> None:
+    # The answers are all ours: an undocumented field must fail the conformance checks.
+    def objects(schema: Any, where: str) -> Any:
+        if isinstance(schema, dict):
+            if schema.get("type") == "object" and "properties" in schema:
+                yield where, schema
+            for key, item in schema.items():
+                yield from objects(item, f"{where}.{key}")
+        elif isinstance(schema, list):
+            for index, item in enumerate(schema):
+                yield from objects(item, f"{where}[{index}]")
+
+    found = list(objects(DOCUMENT["components"]["schemas"], "schemas"))
+    assert len(found) >= 20
+    for where, schema in found:
+        assert schema.get("additionalProperties") is False, where
 
 
 def test_served_document_is_this_one(admin: RunAdmin) -> None:
@@ -150,65 +152,11 @@ def test_served_document_is_this_one(admin: RunAdmin) -> None:
 # --- answers against the document's schemas ------------------------------------------------
 
 
-def check(schema: dict[str, Any], value: Any, where: str = "$") -> None:
-    """Validate `value` against the JSON Schema subset the document uses."""
-    if "$ref" in schema:
-        check(resolve(DOCUMENT, schema["$ref"]), value, where)
-        return
-    if "oneOf" in schema:
-        matched = 0
-        for option in schema["oneOf"]:
-            try:
-                check(option, value, where)
-            except AssertionError:
-                continue
-            matched += 1
-        assert matched == 1, f"{where}: {value!r} matches {matched} oneOf options"
-    if "type" in schema:
-        kinds = schema["type"] if isinstance(schema["type"], list) else [schema["type"]]
-        assert any(_is(kind, value) for kind in kinds), f"{where}: {value!r} is not {kinds}"
-    if "const" in schema:
-        assert value == schema["const"], where
-    if "enum" in schema:
-        assert value in schema["enum"], where
-    if isinstance(value, dict):
-        properties = schema.get("properties", {})
-        for name in schema.get("required", []):
-            assert name in value, f"{where}: {name} missing"
-        for name, item in value.items():
-            if name in properties:
-                check(properties[name], item, f"{where}.{name}")
-            else:
-                assert schema.get("additionalProperties", True) is not False, f"{where}.{name}"
-    if isinstance(value, list) and "items" in schema:
-        for index, item in enumerate(value):
-            check(schema["items"], item, f"{where}[{index}]")
-
-
-def _is(kind: str, value: Any) -> bool:
-    return {
-        "object": isinstance(value, dict),
-        "array": isinstance(value, list),
-        "string": isinstance(value, str),
-        "boolean": isinstance(value, bool),
-        "null": value is None,
-        "integer": isinstance(value, int) and not isinstance(value, bool),
-        "number": isinstance(value, (int, float)) and not isinstance(value, bool),
-    }[kind]
-
-
-def answer_schema(path: str, method: str, status: int) -> dict[str, Any]:
-    response = DOCUMENT["paths"][path][method]["responses"][str(status)]
-    if "$ref" in response:
-        response = resolve(DOCUMENT, response["$ref"])
-    schema: dict[str, Any] = response["content"]["application/json"]["schema"]
-    return schema
-
-
 CALLS = [
     ("get", "/health", "/health", None, 200),
     ("get", "/api/v1/sessions", "/api/v1/sessions", None, 200),
     ("get", "/api/v1/sessions/c1", "/api/v1/sessions/{client_id}", None, 200),
+    ("get", "/api/v1/sessions/c2", "/api/v1/sessions/{client_id}", None, 200),
     ("get", "/api/v1/sessions/zz", "/api/v1/sessions/{client_id}", None, 404),
     (
         "post",
@@ -225,6 +173,11 @@ CALLS = [
     ("get", "/api/v1/tenants/default", "/api/v1/tenants/{name}", None, 200),
     ("get", "/api/v1/limits", "/api/v1/limits", None, 200),
     ("put", "/api/v1/limits", "/api/v1/limits", {"max_sessions": 3}, 200),
+    ("put", "/api/v1/limits", "/api/v1/limits", {"max_tcp_connection_rate": 5}, 200),
+    ("put", "/api/v1/limits", "/api/v1/limits", {"max_tcp_connection_rate": -5}, 400),
+    ("put", "/api/v1/limits", "/api/v1/limits", [], 400),
+    ("get", "/api/v1/sessions?limit=0", "/api/v1/sessions", None, 400),
+    ("delete", "/api/v1/retained?topic=nothing", "/api/v1/retained", None, 404),
     ("post", "/api/v1/credentials", "/api/v1/credentials", {"username": "u", "password": "p"}, 201),
     ("post", "/api/v1/credentials", "/api/v1/credentials", {"username": "u", "password": "p"}, 409),
     ("get", "/api/v1/credentials", "/api/v1/credentials", None, 200),
@@ -243,8 +196,25 @@ def test_answers_match_the_documented_schemas(admin: RunAdmin) -> None:
             check(answer_schema(path, method, status), answer.body, f"{method} {url}")
         unauthorized = await api.get("/api/v1/limits", token=None)
         check(answer_schema("/api/v1/limits", "get", 401), unauthorized.body)
+        api.backend.store = EmptyAuthStore()
+        unavailable = await api.call("PUT", "/api/v1/tenants/acme", json={})
+        assert unavailable.status == 503
+        check_answer("PUT", "/api/v1/tenants/acme", 503, unavailable.body)
 
     admin(scenario, setup=populated)
+
+
+def test_every_429_matches_the_document(admin: RunAdmin) -> None:
+    async def scenario(api: Api) -> None:
+        for path, method, _ in operations(DOCUMENT):
+            url = path.replace("{client_id}", "c1").replace("{name}", "acme")
+            url = url.replace("{username}", "u")
+            for _ in range(2):
+                answer = await api.call(method.upper(), url, json={})
+            assert answer.status == 429, (method, url)
+            check_answer(method, url, 429, answer.body)
+
+    admin(scenario, uri_rate=0.01, setup=populated)
 
 
 @pytest.mark.parametrize(
@@ -255,6 +225,11 @@ def test_answers_match_the_documented_schemas(admin: RunAdmin) -> None:
         ({"type": "object", "properties": {}, "additionalProperties": False}, {"a": 1}),
         ({"type": "array", "items": {"type": "string"}}, [1]),
         ({"type": ["string", "null"]}, 1),
+        ({"type": "integer", "minimum": 0}, -1),
+        ({"type": "number", "maximum": 2}, 3),
+        ({"type": "string", "minLength": 1}, ""),
+        ({"const": "Authorization"}, "authorization"),
+        ({"$ref": "#/components/schemas/Session"}, {"client_id": "c"}),
     ],
 )
 def test_the_checker_refuses_what_it_should(schema: dict[str, Any], value: Any) -> None:
