@@ -2,7 +2,9 @@
 
 Anonymous clients (no user name) are let in by the `[auth] anonymous` setting: "always",
 "loopback" (only on a connection to a loopback address) or "never"; their tenant is the
-CONNECT's `tenant` user property, else `default`, and their ACLs are unrestricted. A client
+CONNECT's `tenant` user property, else `default`, and their ACLs are unrestricted. A tenant
+that any credential names is closed to anonymous clients that name it (0x87): they would
+otherwise read and write its whole namespace, past every ACL of its real clients. A client
 with a user name must have a credential and its password; its tenant is the credential's
 (a `tenant` property is ignored: a client cannot move itself into another tenant) and its
 ACLs are the credential's, expanded with its client id and user name. A user name that has
@@ -22,7 +24,7 @@ import hashlib
 import hmac
 import secrets
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from mqttq.auth.acl import client_id_allowed, expand_acl
@@ -69,6 +71,9 @@ class AuthRefusal:
     reason_code: ReasonCode
     reason: str
     message: str
+    tenant: str | None = None
+    """The tenant the refusal is counted under: the credential's when the user name has
+    one, the tenant an anonymous client tried to join; None (the default tenant) else."""
 
 
 _WRONG = AuthRefusal(
@@ -79,6 +84,11 @@ _NO_ANONYMOUS = AuthRefusal(
 )
 _CLIENT_ID = AuthRefusal(
     ReasonCode.NOT_AUTHORIZED, NOT_AUTHORIZED, "client id not allowed for this user name"
+)
+_CLOSED_TENANT = AuthRefusal(
+    ReasonCode.NOT_AUTHORIZED,
+    NOT_AUTHORIZED,
+    "this tenant admits only clients with credentials",
 )
 
 
@@ -132,11 +142,13 @@ class Authenticator:
         """The client's Identity, or why it is refused. Raises AuthStoreError when the
         store cannot be read (the broker answers 0x88 Server unavailable)."""
         if username is None:
-            if self._anonymous == "always" or (self._anonymous == "loopback" and local_is_loopback):
-                return Identity(
-                    None, tenant_property or DEFAULT_TENANT, ClientType.DEVICE, None, None
-                )
-            return _NO_ANONYMOUS
+            if not (
+                self._anonymous == "always" or (self._anonymous == "loopback" and local_is_loopback)
+            ):
+                return _NO_ANONYMOUS
+            if tenant_property and await self.store.tenant_has_credentials(tenant_property):
+                return replace(_CLOSED_TENANT, tenant=tenant_property)
+            return Identity(None, tenant_property or DEFAULT_TENANT, ClientType.DEVICE, None, None)
         credential = await self.store.get_credential(username)
         text = _password_text(password)
         if text is None:
@@ -146,9 +158,9 @@ class Authenticator:
             await asyncio.to_thread(verify_password, text, _DUMMY_HASH)
             return _WRONG
         if not await self._verified(username, text, credential.password_hash):
-            return _WRONG
+            return replace(_WRONG, tenant=credential.tenant)
         if not client_id_allowed(credential.client_id_pattern, client_id):
-            return _CLIENT_ID
+            return replace(_CLIENT_ID, tenant=credential.tenant)
         return Identity(
             username=username,
             tenant=credential.tenant,

@@ -26,6 +26,9 @@ class EmptyAuthStore:
     async def list_credentials(self, tenant: str | None = None) -> list[Credential]:
         return []
 
+    async def tenant_has_credentials(self, tenant: str) -> bool:
+        return False
+
     async def add_credential(self, credential: Credential) -> None:
         raise AuthStoreError(_NO_STORE)
 

@@ -39,6 +39,11 @@ class AuthStore(Protocol):
         """All credentials (of one tenant when given), ordered by username."""
         ...
 
+    async def tenant_has_credentials(self, tenant: str) -> bool:
+        """True when at least one credential names `tenant` (such a tenant is closed to
+        anonymous clients)."""
+        ...
+
     async def add_credential(self, credential: Credential) -> None:
         """Insert; raises CredentialExists when the username is taken."""
         ...

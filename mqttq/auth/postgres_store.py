@@ -212,6 +212,10 @@ class PostgresAuthStore:
             rows = await self._fetch(f"{_CREDENTIALS} WHERE tenant = %s {_BY_USERNAME}", (tenant,))
         return [credential_from_row(row) for row in rows]
 
+    async def tenant_has_credentials(self, tenant: str) -> bool:
+        query = f"SELECT 1 FROM {CREDENTIALS_TABLE} WHERE tenant = %s LIMIT 1"
+        return bool(await self._fetch(query, (tenant,)))
+
     async def add_credential(self, credential: Credential) -> None:
         """Insert; CredentialExists when the username is taken (nothing changes)."""
         row = credential_row(credential, time.time(), _acl_array)

@@ -180,6 +180,13 @@ class SqliteAuthStore:
 
         return [credential_from_row(row) for row in await self._run(work)]
 
+    async def tenant_has_credentials(self, tenant: str) -> bool:
+        def work(conn: sqlite3.Connection) -> Any:
+            query = f"SELECT 1 FROM {CREDENTIALS_TABLE} WHERE tenant = ? LIMIT 1"
+            return conn.execute(query, (tenant,)).fetchone()
+
+        return await self._run(work) is not None
+
     async def add_credential(self, credential: Credential) -> None:
         """Insert; CredentialExists when the username is taken (nothing changes)."""
         row = credential_row(credential, time.time(), _acl_json)

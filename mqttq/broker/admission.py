@@ -49,7 +49,7 @@ async def admit(
         client.refuse(ReasonCode.SERVER_UNAVAILABLE, "credential store unavailable")
         return None
     if isinstance(result, AuthRefusal):
-        limits.count_refusal(tenant_hint or DEFAULT_TENANT, result.reason)
+        limits.count_refusal(result.tenant or DEFAULT_TENANT, result.reason)
         client.refuse(result.reason_code, result.message)
         return None
     will = packet.will

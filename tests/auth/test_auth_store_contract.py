@@ -114,6 +114,10 @@ def test_list_is_ordered_by_username_and_filters_by_tenant(
         assert [c.username for c in acme] == ["amy", "zed", "émile"]
         assert all(c.tenant == "acme" for c in acme)
         assert await store.list_credentials("nobody") == []
+        assert await store.tenant_has_credentials("acme")
+        assert await store.tenant_has_credentials(DEFAULT_TENANT)
+        assert not await store.tenant_has_credentials("nobody")
+        assert not await store.tenant_has_credentials("ACME")
 
     run_with(make_auth_store(), body)
 

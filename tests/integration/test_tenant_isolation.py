@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from tests.integration.admin_api import AdminApi
+from tests.integration.admin_api import AdminApi, metric_value
 from tests.integration.helpers import Clients
 from tests.integration.raw_client import RawClient
 from tests.integration.waiting import BrokerFactory, BrokerUnderTest
 from tests.integration.wire import RC, Prop
 
 pytestmark = pytest.mark.mqttq_only
+
+REFUSALS = "mqttq_refusals_total"
 
 
 def in_tenant(clients: Clients, broker: BrokerUnderTest, client_id: str, tenant: str) -> RawClient:
@@ -56,6 +58,24 @@ def test_wildcards_and_shared_groups_never_cross_tenants(
     assert [m.payload for m in acme_shared.receive_messages(1)] == [b"acme"]
     for client in (acme_all, acme_shared, globex_all, default_all):
         client.expect_silence(0.3)
+
+
+def test_anonymous_clients_cannot_join_a_tenant_with_credentials(
+    broker_factory: BrokerFactory, clients: Clients
+) -> None:
+    """Naming acme in the `tenant` property would give an anonymous client acme's whole
+    namespace, past every ACL of acme's own clients: refused with 0x87 (and counted)."""
+    broker = broker_factory()
+    api = AdminApi(broker.data_dir)
+    api.add_credential("a", "pw", tenant="acme", subscribe_acl=["own/#"])
+    intruder = clients.raw(broker)
+    connack = intruder.connect(
+        "intruder", props=[(Prop.USER_PROPERTY, ("tenant", "acme"))], expect_success=False
+    )
+    assert connack.reason_code == RC.NOT_AUTHORIZED
+    assert in_tenant(clients, broker, "hobbyist", "hobby").publish("x", b"1", qos=1) is not None
+    text = api.metrics()
+    assert metric_value(text, REFUSALS, tenant="acme", reason="not_authorized") == 1
 
 
 def test_retained_messages_are_per_tenant(broker_factory: BrokerFactory, clients: Clients) -> None:

@@ -150,6 +150,27 @@ def test_anonymous_tenant_comes_from_the_property(tmp_path: Path) -> None:
     run(tmp_path, body)
 
 
+def test_anonymous_clients_cannot_join_a_tenant_that_has_credentials(tmp_path: Path) -> None:
+    """An anonymous client naming a tenant some credential names is refused (it would read
+    and write that tenant's whole namespace); other tenants stay open to it."""
+
+    async def body(store: SqliteAuthStore) -> None:
+        auth = Authenticator(store, anonymous="always")
+        closed = await connect(auth, None, None, tenant_property="acme")
+        not_authorized(closed)
+        assert isinstance(closed, AuthRefusal)
+        assert closed.tenant == "acme"
+        open_tenant = await connect(auth, None, None, tenant_property="hobby")
+        assert isinstance(open_tenant, Identity)
+        assert open_tenant.tenant == "hobby"
+        await store.delete_credential("gw")
+        reopened = await connect(auth, None, None, tenant_property="acme")
+        assert isinstance(reopened, Identity)
+        assert reopened.tenant == "acme"
+
+    run(tmp_path, body, Credential("gw", "never-verified", tenant="acme"))
+
+
 def test_anonymous_password_without_username_is_ignored(tmp_path: Path) -> None:
     async def body(store: SqliteAuthStore) -> None:
         result = await connect(Authenticator(store, anonymous="always"), None, b"whatever")
@@ -186,7 +207,10 @@ def test_right_password_gives_the_credentials_identity(tmp_path: Path, alice: Cr
 def test_wrong_password(tmp_path: Path, alice: Credential, mode: str) -> None:
     async def body(store: SqliteAuthStore) -> None:
         auth = Authenticator(store, anonymous=mode)
-        bad_credentials(await connect(auth, password=b"correct horse!"))
+        wrong = await connect(auth, password=b"correct horse!", tenant_property="evil")
+        bad_credentials(wrong)
+        assert isinstance(wrong, AuthRefusal)
+        assert wrong.tenant == "acme"  # counted under the credential's tenant, not the hint
         bad_credentials(await connect(auth, password=b""))
 
     run(tmp_path, body, alice)
@@ -198,7 +222,10 @@ def test_unknown_user_is_never_downgraded_to_anonymous(
 ) -> None:
     async def body(store: SqliteAuthStore) -> None:
         auth = Authenticator(store, anonymous=mode)
-        bad_credentials(await connect(auth, "mallory", loopback=True))
+        unknown = await connect(auth, "mallory", loopback=True, tenant_property="acme")
+        bad_credentials(unknown)
+        assert isinstance(unknown, AuthRefusal)
+        assert unknown.tenant is None  # the default tenant: no client charges another
         # The refusal ran one scrypt like a wrong password would (same cost), not alice's.
         assert len(verify_calls.hashes) == 1
         assert verify_calls.hashes[0] != alice.password_hash
@@ -228,7 +255,15 @@ def test_refusal_messages_do_not_tell_which_user_names_exist(
         auth = Authenticator(store, anonymous="never")
         unknown = await connect(auth, "mallory")
         wrong = await connect(auth, password=b"nope")
-        assert unknown == wrong
+        assert isinstance(unknown, AuthRefusal)
+        assert isinstance(wrong, AuthRefusal)
+        # What reaches the client (code and reason string) and the metric's reason are the
+        # same; only the tenant the operator's metrics count it under differs.
+        assert (unknown.reason_code, unknown.reason, unknown.message) == (
+            wrong.reason_code,
+            wrong.reason,
+            wrong.message,
+        )
 
     run(tmp_path, body, alice)
 
