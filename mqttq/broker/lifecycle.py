@@ -179,8 +179,12 @@ class Lifecycle:
                 session = old
                 entries = await self._resume(session, client, packet, decision)
             else:
+                stored_old = old is not None and old.persistent
                 if old is not None:
-                    await self._end(old, delete=True)  # [MQTT-3.1.2-4]
+                    # The old session's slot passes straight to the new one: no await
+                    # between giving it back and taking it, so no other CONNECT can take
+                    # it meanwhile and leave this client refused at the session limit.
+                    self._forget(old)
                 refused = limits.acquire_session(tenant)
                 if refused is not None:
                     client.refuse(
@@ -188,6 +192,12 @@ class Lifecycle:
                     )
                     self._release_connection(client)
                     return
+                if stored_old:
+                    try:
+                        await hub.storage.delete_session(client_id)  # [MQTT-3.1.2-4]
+                    except BaseException:
+                        limits.release_session(tenant)
+                        raise
                 session = Session(
                     hub,
                     client_id,
@@ -384,13 +394,10 @@ class Lifecycle:
         self.wills.cancel(session.client_id)
         if not session.ended:
             await self.hub.tasks.barrier(session.client_id)
-            await self._end(session, delete=True)
-
-    async def _end(self, session: Session, *, delete: bool) -> None:
-        was_persistent = session.persistent
-        self._forget(session)
-        if delete and was_persistent:
-            await self.hub.storage.delete_session(session.client_id)
+            was_persistent = session.persistent
+            self._forget(session)
+            if was_persistent:
+                await self.hub.storage.delete_session(session.client_id)
 
     # ------------------------------------------------------------------ start / stop
 
