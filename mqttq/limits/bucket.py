@@ -18,6 +18,11 @@ import math
 
 __all__ = ["TokenBucket"]
 
+_SHORT = 1e-9
+"""Tokens a request may be short of and still count as having its token: float rounding
+in the refill (a level of 0.9999999999998 where exactly 1 is due) must not refuse it."""
+_ONE = 1.0 - _SHORT
+
 
 def _check(rate: float, burst: float) -> None:
     if not (math.isfinite(rate) and rate >= 0.0):
@@ -72,17 +77,20 @@ class TokenBucket:
                 level = self.capacity
             self._level = level
             self._stamp = now
-        if level >= 1.0:  # the common case: a token is there
+        if level >= _ONE:  # the common case: a token is there
             self._level = level - 1.0
             return 0.0
         rate = self.rate
         if rate <= 0.0:
             return None
-        wait = (1.0 - level) / rate
-        if wait > max_wait:
+        # Compared in tokens, with the same slack as above: short of one by more than the
+        # wait brings in.
+        short = 1.0 - level
+        if short > max_wait * rate + _SHORT:
             return None
         self._level = level - 1.0
-        return wait
+        wait = short / rate
+        return wait if wait < max_wait else max_wait
 
     def refund(self, now: float) -> None:
         """Give back one token taken by the last `reserve` (a later check refused the
@@ -94,7 +102,7 @@ class TokenBucket:
         """The wait a `reserve` at `now` would need, without taking anything
         (0.0 when a token is there; math.inf when none will ever come)."""
         level = self.level(now)
-        if level >= 1.0:
+        if level >= _ONE:
             return 0.0
         if self.rate <= 0.0:
             return math.inf
