@@ -4,6 +4,11 @@ Redis servers (tests/redis_fixtures.py), imported here because pytest refuses
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
+import redis
+
 from tests.postgres_fixtures import postgres_server, postgres_url
 from tests.redis_fixtures import redis_cluster, redis_cluster_url, redis_server, redis_url
 
@@ -15,3 +20,10 @@ __all__ = [
     "redis_server",
     "redis_url",
 ]
+
+
+@pytest.fixture
+def raw_redis(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    yield client
+    client.close()

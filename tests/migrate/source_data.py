@@ -8,6 +8,7 @@ migration's own code.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import os
 import subprocess
@@ -25,6 +26,10 @@ from mqttq.migrate import init_source
 
 DAY_MS = 86_400_000
 runner = CliRunner()
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
 
 
 def now_ms() -> int:

@@ -90,13 +90,6 @@ def broker(tmp_path: Path, redis_url: str) -> Iterator[Broker]:
     assert started.stop() in (0, None), started.log.read_text(errors="replace")
 
 
-@pytest.fixture
-def raw_redis(redis_url: str) -> Iterator[redis.Redis]:
-    client = redis.Redis.from_url(redis_url)
-    yield client
-    client.close()
-
-
 def test_migrated_queue_is_delivered_and_the_session_goes_on(
     postgres_url: str, redis_url: str, raw_redis: redis.Redis, broker: Broker
 ) -> None:
