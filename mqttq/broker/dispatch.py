@@ -153,6 +153,7 @@ def _ack(client: Client, qos: int, packet_id: int | None, reason: ReasonCode) ->
         return
     if not client.conn.is_v5 and reason != ReasonCode.NOT_AUTHORIZED:
         logger.info("client %r: %s (0x%02X), closing", client.client_id, reason_string, reason)
+        client.conn.inbound.refused_unanswered(qos, packet_id)
         client.kick(reason, reason_string)
         return
     props = Properties(reason_string=reason_string)

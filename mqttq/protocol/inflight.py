@@ -113,6 +113,15 @@ class InboundWindow:
         elif qos2 is not None and packet_id in qos2:
             qos2[packet_id] = False
 
+    def refused_unanswered(self, qos: int, packet_id: int) -> None:
+        """A PUBLISH refused without an answer (3.x has no error PUBACK/PUBREC, so the
+        connection closes instead): it was not taken, so a re-send after reconnect is a new
+        message, not a duplicate to skip."""
+        if qos == 1:
+            self.puback_sent()
+        else:
+            self.pubrec_sent(packet_id, ReasonCode.UNSPECIFIED_ERROR)
+
     def pubrel_received(self, packet_id: int) -> bool:
         """True when the id was awaiting PUBREL (PUBCOMP success), else PUBCOMP 0x92."""
         awaiting = self.awaiting_pubrel

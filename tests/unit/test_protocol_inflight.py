@@ -44,6 +44,19 @@ def test_inbound_window_qos2_duplicate_states() -> None:
     assert len(window) == 0
 
 
+def test_inbound_window_forgets_a_publish_refused_without_an_answer() -> None:
+    """3.x refusal (no error PUBACK/PUBREC exists): the id is neither counted nor taken
+    for a duplicate, so the client's re-send after reconnect is routed."""
+    window = InboundWindow(2)
+    assert window.publish_received(2, 7) is True
+    assert window.publish_received(1, 8) is True
+    window.refused_unanswered(2, 7)
+    window.refused_unanswered(1, 8)
+    assert len(window) == 0
+    assert window.awaiting_pubrel == set()
+    assert window.publish_received(2, 7) is True  # new, not a duplicate to skip
+
+
 def test_inbound_aliases() -> None:
     aliases = InboundAliases(2)
     assert aliases.resolve("a", 2) == "a"
