@@ -1,7 +1,10 @@
-"""Fixtures of the admin HTTP tests: a real AdminServer on 127.0.0.1 port 0 over a
-BackendDouble (real SqliteAuthStore in tmp_path), driven by a real aiohttp client.
+"""Fixtures of the admin HTTP tests, driven by a real aiohttp client:
+- `admin(scenario, ...)`: a RealBroker (in-process Broker, MemoryStorage, SqliteAuthStore
+  in tmp_path, AdminServer on 127.0.0.1 port 0, in a background thread);
+- `admin_double(scenario, ...)`: an AdminServer over BackendDouble, only for the failures
+  a real broker cannot be made to produce (see backend_double.py).
 
-pytest-asyncio is not used: each test calls `admin(scenario)`, which runs the async
+pytest-asyncio is not used: each test calls the runner, which runs the async
 `scenario(api)` in its own event loop with the server started and everything closed after.
 """
 
@@ -19,10 +22,11 @@ import aiohttp
 import pytest
 
 from mqttq.admin.server import AdminServer
+from mqttq.auth.ports import AuthStore
 from mqttq.auth.sqlite_store import SqliteAuthStore
 from tests.admin.backend_double import BackendDouble
+from tests.admin.real_broker import TOKEN, RealBroker
 
-TOKEN = "test-token-0123456789"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 _UNSET: Any = object()
 
@@ -37,8 +41,9 @@ class Answer:
 
 
 @dataclass
-class Api:
-    backend: BackendDouble
+class Http:
+    """Requests to `server` with the bearer token."""
+
     server: AdminServer
     http: aiohttp.ClientSession
 
@@ -70,6 +75,20 @@ class Api:
         return await self.call("GET", path, **kwargs)
 
 
+@dataclass
+class Api(Http):
+    """The API of `real`, a running broker."""
+
+    real: RealBroker
+
+
+@dataclass
+class DoubleApi(Http):
+    """The API over `backend`, a BackendDouble."""
+
+    backend: BackendDouble
+
+
 def _decode(content_type: str, raw: bytes) -> Any:
     if not raw:
         return None
@@ -80,38 +99,62 @@ def _decode(content_type: str, raw: bytes) -> Any:
 
 Scenario = Callable[[Api], Awaitable[None]]
 RunAdmin = Callable[..., None]
+DoubleScenario = Callable[[DoubleApi], Awaitable[None]]
+RunDouble = Callable[..., None]
 
 
 @pytest.fixture
 def admin(tmp_path: Path) -> RunAdmin:
-    """`admin(scenario, uri_rate=..., rate_wait=..., backend=...)` runs `scenario(api)`
-    against a started server; a fresh event loop per call."""
+    """`admin(scenario, uri_rate=..., rate_wait=..., setup=..., auth_store=...)` starts a
+    RealBroker, calls `setup(real)` (blocking: real MQTT clients), then runs
+    `scenario(api)` in a fresh event loop; the broker stops after."""
 
     def run(
         scenario: Scenario,
         *,
         uri_rate: float = 10_000.0,
         rate_wait: float = 0.0,
-        setup: Callable[[BackendDouble], None] | None = None,
+        setup: Callable[[RealBroker], None] | None = None,
+        auth_store: AuthStore | None = None,
     ) -> None:
+        real = RealBroker(tmp_path, uri_rate=uri_rate, rate_wait=rate_wait, auth_store=auth_store)
+        try:
+            if setup is not None:
+                setup(real)
+
+            async def main() -> None:
+                async with aiohttp.ClientSession() as http:
+                    await scenario(Api(real.admin, http, real))
+
+            asyncio.run(main())
+        finally:
+            real.stop()
+
+    return run
+
+
+@pytest.fixture
+def admin_double(tmp_path: Path) -> RunDouble:
+    """`admin_double(scenario)` runs `scenario(api)` against an AdminServer over a
+    BackendDouble (SqliteAuthStore in tmp_path)."""
+
+    def run(scenario: DoubleScenario) -> None:
         async def main() -> None:
-            store = SqliteAuthStore(tmp_path / "auth.db")
+            store = SqliteAuthStore(tmp_path / "double.db")
             await store.open()
             backend = BackendDouble(store)
-            if setup is not None:
-                setup(backend)
             server = AdminServer(
                 backend,
                 host="127.0.0.1",
                 port=0,
                 token=TOKEN,
-                uri_rate=uri_rate,
-                rate_wait=rate_wait,
+                uri_rate=10_000.0,
+                rate_wait=0.0,
             )
             await server.start()
             try:
                 async with aiohttp.ClientSession() as http:
-                    await scenario(Api(backend, server, http))
+                    await scenario(DoubleApi(server, http, backend))
             finally:
                 await server.close()
                 await store.close()

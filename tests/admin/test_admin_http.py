@@ -1,8 +1,9 @@
-"""The admin HTTP API over real HTTP (AdminServer on 127.0.0.1 port 0, aiohttp client),
-against BackendDouble with a real SqliteAuthStore: every route's statuses, bodies and
-field names; the token; the per-URI rate limit (before the token); bad input changing
-nothing; the failures only a double can inject (500, 503). What the routes do to a real
-broker is tested in test_admin_real_broker.py."""
+"""The admin HTTP API over real HTTP (aiohttp client) on a real in-process broker
+(RealBroker: MemoryStorage, SqliteAuthStore, real MQTT clients): every route's statuses,
+bodies and field names; the token; the per-URI rate limit (before the token); bad input
+changing nothing. BackendDouble only injects what a broker cannot be made to do (an
+unexpected failure, UnknownTenant). Longer stories on the real broker (a retained message
+deleted, the TCP rate) are in test_admin_real_broker.py."""
 
 from __future__ import annotations
 
@@ -14,11 +15,13 @@ from typing import Any
 import pytest
 
 from mqttq.auth.empty_store import EmptyAuthStore
-from mqttq.auth.model import ClientType, Credential, Tenant
+from mqttq.auth.model import ClientType, Credential
 from mqttq.auth.passwords import verify_password
 from mqttq.limits.quota import Quota
-from tests.admin.backend_double import BackendDouble, populated
-from tests.admin.conftest import Api, RunAdmin
+from tests.admin.conftest import Api, DoubleApi, RunAdmin, RunDouble
+from tests.admin.real_broker import RealBroker, populated
+from tests.integration.waiting import wait_for
+from tests.integration.wire import DISCONNECT, RC
 
 API = "/api/v1"
 CREDENTIAL_KEYS = {
@@ -58,6 +61,16 @@ PROTECTED = [
 ]
 
 
+def unchanged(real: RealBroker) -> None:
+    """Nothing a refused request asked for happened to `populated` state."""
+    assert (real.online("c1"), real.online("c2"), real.online("d1")) == (True, False, True)
+    assert real.stored_retained() == [("acme", "a/1"), ("default", "a/1"), ("default", "z")]
+    assert real.call(real.store.list_tenants()) == []
+    assert real.call(real.store.list_credentials()) == []
+    assert real.broker.limits.node_quota == Quota()
+    assert real.broker.limits.tcp_rate == 10_000.0
+
+
 def assert_error(answer: Any, status: int, field: str | None) -> None:
     """A JSON error naming `field` (every 4xx names one; a 5xx none)."""
     assert answer.status == status, answer.body
@@ -81,9 +94,7 @@ def test_every_protected_route_needs_the_token(admin: RunAdmin, method: str, pat
             answer = await api.call(method, path, headers=headers, token=None, json={})
             assert_error(answer, 401, "Authorization")
             assert answer.headers["WWW-Authenticate"] == "Bearer"
-        # Nothing a refused request asked for happened.
-        assert "c1" in api.backend.sessions
-        assert await api.backend.store.list_tenants() == []
+        unchanged(api.real)
 
     admin(scenario, setup=populated)
 
@@ -104,7 +115,7 @@ def test_health_and_openapi_need_no_token(admin: RunAdmin) -> None:
     async def scenario(api: Api) -> None:
         health = await api.get("/health", token=None)
         assert health.status == 200
-        assert health.body == api.backend.health()
+        assert (health.body["status"], health.body["mqtt_port"]) == ("ok", api.real.port)
         document = await api.get("/openapi.json", token=None)
         assert document.status == 200
         assert document.body["openapi"] == "3.1.0"
@@ -122,7 +133,22 @@ def test_list_sessions_filters_and_limits(admin: RunAdmin) -> None:
         answer = await api.get(f"{API}/sessions")
         assert answer.status == 200
         assert [s["client_id"] for s in answer.body["sessions"]] == ["c1", "c2", "d1"]
-        assert answer.body["sessions"][0] == api.backend.sessions["c1"]
+        assert answer.body["sessions"][0] == {
+            "client_id": "c1",
+            "tenant": "acme",
+            "client_type": "DEVICE",
+            "connected": True,
+            "persistent": False,
+            "protocol_level": 5,
+            "expiry_interval": 0,
+            "subscriptions": 1,
+            "queued": 0,
+            "inflight": 0,
+            "disconnected_at": None,
+        }
+        offline = answer.body["sessions"][1]
+        assert (offline["connected"], offline["persistent"]) == (False, True)
+        assert isinstance(offline["disconnected_at"], float)
         by_tenant = await api.get(f"{API}/sessions", params={"tenant": "default"})
         assert [s["client_id"] for s in by_tenant.body["sessions"]] == ["d1"]
         by_prefix = await api.get(f"{API}/sessions", params={"prefix": "c", "limit": "1"})
@@ -143,7 +169,7 @@ def test_limit_out_of_range_is_refused(admin: RunAdmin, limit: str) -> None:
         for path in (f"{API}/sessions", f"{API}/subscriptions", f"{API}/retained"):
             assert_error(await api.get(path, params={"limit": limit}), 400, "limit")
 
-    admin(scenario, setup=populated)
+    admin(scenario)
 
 
 def test_limit_bounds_are_accepted(admin: RunAdmin) -> None:
@@ -162,7 +188,7 @@ def test_unknown_or_repeated_query_parameters_are_refused(admin: RunAdmin) -> No
         assert_error(await api.get(f"{API}/sessions?tenant=a&tenant=b"), 400, "tenant")
         assert_error(await api.get(f"{API}/tenants?x=1"), 400, "x")
 
-    admin(scenario, setup=populated)
+    admin(scenario)
 
 
 def test_show_session(admin: RunAdmin) -> None:
@@ -177,8 +203,8 @@ def test_show_session(admin: RunAdmin) -> None:
 
 
 def test_client_id_with_a_slash_is_one_path_segment(admin: RunAdmin) -> None:
-    def setup(backend: BackendDouble) -> None:
-        backend.add_session("site/7 dev")
+    def setup(real: RealBroker) -> None:
+        real.client("site/7 dev")
 
     async def scenario(api: Api) -> None:
         answer = await api.get(f"{API}/sessions/site%2F7%20dev")
@@ -190,15 +216,22 @@ def test_client_id_with_a_slash_is_one_path_segment(admin: RunAdmin) -> None:
 
 def test_disconnect_session(admin: RunAdmin) -> None:
     async def scenario(api: Api) -> None:
+        real = api.real
         first = await api.call("POST", f"{API}/sessions/c1/disconnect")
         assert (first.status, first.body) == (200, {"disconnected": True})
-        again = await api.call("POST", f"{API}/sessions/c1/disconnect")
-        assert (again.status, again.body) == (200, {"disconnected": False})
+        closing = real.connected["c1"].wait_closed()
+        assert [(p.type, p.reason_code) for p in closing] == [
+            (DISCONNECT, RC.ADMINISTRATIVE_ACTION)
+        ]
+        # c1's session ended with its connection (expiry 0); c2's stays, offline.
+        wait_for(lambda: real.online("c1") is None, what="c1's session to end")
+        gone = await api.call("POST", f"{API}/sessions/c1/disconnect")
+        assert_error(gone, 404, "client_id")
         offline = await api.call("POST", f"{API}/sessions/c2/disconnect")
-        assert offline.body == {"disconnected": False}
+        assert (offline.status, offline.body) == (200, {"disconnected": False})
+        assert real.online("c2") is False
         assert_error(await api.call("POST", f"{API}/sessions/zz/disconnect"), 404, "client_id")
-        assert api.backend.disconnected == ["c1"]
-        assert "c1" in api.backend.sessions  # the session stays
+        assert real.online("d1") is True
 
     admin(scenario, setup=populated)
 
@@ -207,8 +240,10 @@ def test_remove_session(admin: RunAdmin) -> None:
     async def scenario(api: Api) -> None:
         answer = await api.call("DELETE", f"{API}/sessions/c2")
         assert (answer.status, answer.body) == (204, None)
-        assert "c2" not in api.backend.sessions
+        assert api.real.online("c2") is None
         assert_error(await api.call("DELETE", f"{API}/sessions/c2"), 404, "client_id")
+        subscriptions = (await api.get(f"{API}/subscriptions")).body["subscriptions"]
+        assert [s["client_id"] for s in subscriptions] == ["c1", "d1"]
 
     admin(scenario, setup=populated)
 
@@ -247,21 +282,29 @@ def test_list_and_delete_retained(admin: RunAdmin) -> None:
             ("default", "z"),
         ]
         acme = await api.get(f"{API}/retained", params={"tenant": "acme"})
-        assert acme.body["retained"] == [api.backend.retained[("acme", "a/1")]]
+        [message] = acme.body["retained"]
+        assert message | {"created_at": None} == {
+            "tenant": "acme",
+            "topic": "a/1",
+            "qos": 1,
+            "payload_size": 2,
+            "payload": "aGk=",
+            "created_at": None,
+            "expires_at": None,
+        }
 
         deleted = await api.call(
             "DELETE", f"{API}/retained", params={"tenant": "acme", "topic": "a/1"}
         )
         assert deleted.status == 204
-        assert ("acme", "a/1") not in api.backend.retained
-        assert ("default", "a/1") in api.backend.retained
+        assert api.real.stored_retained() == [("default", "a/1"), ("default", "z")]
         gone = await api.call(
             "DELETE", f"{API}/retained", params={"tenant": "acme", "topic": "a/1"}
         )
         assert_error(gone, 404, "topic")
         # The tenant defaults to "default".
         assert (await api.call("DELETE", f"{API}/retained", params={"topic": "z"})).status == 204
-        assert ("default", "z") not in api.backend.retained
+        assert api.real.stored_retained() == [("default", "a/1")]
 
     admin(scenario, setup=populated)
 
@@ -278,7 +321,7 @@ def test_list_and_delete_retained(admin: RunAdmin) -> None:
 def test_delete_retained_bad_input(admin: RunAdmin, params: dict[str, str], field: str) -> None:
     async def scenario(api: Api) -> None:
         assert_error(await api.call("DELETE", f"{API}/retained", params=params), 400, field)
-        assert len(api.backend.retained) == 3
+        unchanged(api.real)
 
     admin(scenario, setup=populated)
 
@@ -288,22 +331,25 @@ def test_delete_retained_bad_input(admin: RunAdmin, params: dict[str, str], fiel
 
 def test_tenants_list_show_put_delete(admin: RunAdmin) -> None:
     async def scenario(api: Api) -> None:
-        backend = api.backend
-        backend.usage["acme"] = {"connections": 2, "sessions": 3, "topics": 4}
+        real = api.real
+        limits = real.broker.limits
+        default_quota = limits.default_quota
         empty = await api.get(f"{API}/tenants")
         assert empty.status == 200
-        assert empty.body == {"default_quota": backend.default_quota.to_dict(), "tenants": []}
+        assert empty.body == {"default_quota": default_quota.to_dict(), "tenants": []}
 
         put = await api.call("PUT", f"{API}/tenants/acme", json={"max_topics": 7})
         assert put.status == 200
         assert set(put.body) == TENANT_KEYS
-        expected = backend.default_quota.replace(max_topics=7)
+        expected = default_quota.replace(max_topics=7)
         assert put.body["quota"] == expected.to_dict()
         assert put.body["stored"] is True
-        assert put.body["usage"] == {"connections": 2, "sessions": 3, "topics": 4}
-        stored = await backend.store.get_tenant("acme")
+        # c1 online, c2 offline; a/+ and b/# subscribed, a/1 retained.
+        assert put.body["usage"] == {"connections": 1, "sessions": 2, "topics": 3}
+        stored = real.call(real.store.get_tenant("acme"))
         assert stored is not None and stored.quota == expected
         assert put.body["created_at"] == stored.created_at > 0
+        assert limits.quota_of("acme") == expected  # applied at once
 
         # A second PUT keeps the stored fields it does not name.
         again = await api.call("PUT", f"{API}/tenants/acme", json={"max_publish_rate": 9.5})
@@ -316,20 +362,23 @@ def test_tenants_list_show_put_delete(admin: RunAdmin) -> None:
 
         deleted = await api.call("DELETE", f"{API}/tenants/acme")
         assert deleted.status == 204
-        assert await backend.store.get_tenant("acme") is None
+        assert real.call(real.store.get_tenant("acme")) is None
+        assert limits.quota_of("acme") == default_quota
         assert_error(await api.call("DELETE", f"{API}/tenants/acme"), 404, "name")
 
-    admin(scenario)
+    admin(scenario, setup=populated)
 
 
 def test_unstored_tenants(admin: RunAdmin) -> None:
+    def setup(real: RealBroker) -> None:
+        real.client("b1", "busy")
+
     async def scenario(api: Api) -> None:
-        api.backend.usage["busy"] = {"connections": 1, "sessions": 1, "topics": 0}
         default = await api.get(f"{API}/tenants/default")
         assert default.status == 200
         assert default.body == {
             "name": "default",
-            "quota": api.backend.default_quota.to_dict(),
+            "quota": api.real.broker.limits.default_quota.to_dict(),
             "stored": False,
             "usage": {"connections": 0, "sessions": 0, "topics": 0},
             "created_at": None,
@@ -337,17 +386,18 @@ def test_unstored_tenants(admin: RunAdmin) -> None:
         }
         busy = await api.get(f"{API}/tenants/busy")
         assert (busy.status, busy.body["stored"]) == (200, False)
+        assert busy.body["usage"] == {"connections": 1, "sessions": 1, "topics": 0}
         assert_error(await api.get(f"{API}/tenants/idle"), 404, "name")
 
-    admin(scenario)
+    admin(scenario, setup=setup)
 
 
-def test_unknown_tenant_from_the_backend_is_404(admin: RunAdmin) -> None:
-    async def scenario(api: Api) -> None:
+def test_unknown_tenant_from_the_backend_is_404(admin_double: RunDouble) -> None:
+    async def scenario(api: DoubleApi) -> None:
         api.backend.unknown_tenant_raises = True
         assert_error(await api.call("DELETE", f"{API}/tenants/ghost"), 404, "name")
 
-    admin(scenario)
+    admin_double(scenario)
 
 
 BAD_QUOTAS = [
@@ -369,15 +419,18 @@ def test_bad_quota_changes_nothing(admin: RunAdmin, body: dict[str, Any] | str, 
     data = body if isinstance(body, str) else json.dumps(body)
 
     async def scenario(api: Api) -> None:
-        backend = api.backend
-        await backend.store.put_tenant(Tenant("acme", Quota(max_topics=3), 1.0, 1.0))
-        before = await backend.store.list_tenants()
-        node = backend.node
+        real = api.real
+        limits = real.broker.limits
+        assert (await api.call("PUT", f"{API}/tenants/acme", json={"max_topics": 3})).status == 200
+        before = real.call(real.store.list_tenants())
+        node = limits.node_quota
         for path in (f"{API}/tenants/acme", f"{API}/tenants/newcomer", f"{API}/limits"):
             answer = await api.call("PUT", path, data=data, headers=JSON_TYPE)
             assert_error(answer, 400, field)
-        assert await backend.store.list_tenants() == before
-        assert backend.node is node
+        assert real.call(real.store.list_tenants()) == before
+        assert limits.node_quota is node
+        assert limits.quota_of("acme") == Quota(max_topics=3)
+        assert limits.quota_of("newcomer") == limits.default_quota
 
     admin(scenario)
 
@@ -410,11 +463,9 @@ def test_malformed_bodies_are_refused(
         ):
             answer = await api.call(method, path, data=data, headers=headers)
             assert_error(answer, 400, field)
-        assert await api.backend.store.list_tenants() == []
-        assert await api.backend.store.list_credentials() == []
-        assert api.backend.node == Quota()
+        unchanged(api.real)
 
-    admin(scenario)
+    admin(scenario, setup=populated)
 
 
 def test_bad_tenant_name_in_put(admin: RunAdmin) -> None:
@@ -424,7 +475,8 @@ def test_bad_tenant_name_in_put(admin: RunAdmin) -> None:
             assert_error(answer, 400, "name")
         ok = await api.call("PUT", f"{API}/tenants/{'a' * 128}", json={})
         assert ok.status == 200
-        assert [t.name for t in await api.backend.store.list_tenants()] == ["a" * 128]
+        stored = api.real.call(api.real.store.list_tenants())
+        assert [t.name for t in stored] == ["a" * 128]
 
     admin(scenario)
 
@@ -438,20 +490,21 @@ def test_node_limits(admin: RunAdmin) -> None:
         assert put.status == 200
         expected = Quota(max_publish_rate=10.0, max_topics=2)
         assert put.body == {"node": expected.to_dict() | tcp}
-        assert api.backend.node == expected
+        assert api.real.broker.limits.node_quota == expected  # applied at once
         again = await api.call("PUT", f"{API}/limits", json={"max_sessions": 4})
         assert again.body == {"node": expected.replace(max_sessions=4).to_dict() | tcp}
         tcp_only = await api.call("PUT", f"{API}/limits", json={"max_tcp_connection_rate": 2})
         assert tcp_only.body == {
             "node": expected.replace(max_sessions=4).to_dict() | {"max_tcp_connection_rate": 2.0}
         }
-        assert api.backend.tcp_rate == 2.0
+        assert api.real.broker.limits.tcp_rate == 2.0
         both = await api.call(
             "PUT", f"{API}/limits", json={"max_tcp_connection_rate": 0, "max_topics": 9}
         )
         assert both.body["node"]["max_tcp_connection_rate"] == 0.0
         assert both.body["node"]["max_topics"] == 9
-        assert (api.backend.tcp_rate, api.backend.node.max_topics) == (0.0, 9)
+        limits = api.real.broker.limits
+        assert (limits.tcp_rate, limits.node_quota.max_topics) == (0.0, 9)
 
     admin(scenario)
 
@@ -474,8 +527,8 @@ def test_bad_tcp_connection_rate_changes_nothing(admin: RunAdmin, body: str) -> 
         answer = await api.call("PUT", f"{API}/limits", data=body, headers=JSON_TYPE)
         field = "max_topics" if '"max_topics": -1' in body else "max_tcp_connection_rate"
         assert_error(answer, 400, field)
-        assert api.backend.tcp_rate == 10_000.0
-        assert api.backend.node == Quota()
+        assert api.real.broker.limits.tcp_rate == 10_000.0
+        assert api.real.broker.limits.node_quota == Quota()
         # Tenants have no TCP rate: the field is unknown there.
         tenant = await api.call("PUT", f"{API}/tenants/acme", json={"max_tcp_connection_rate": 1})
         assert_error(tenant, 400, "max_tcp_connection_rate")
@@ -488,7 +541,8 @@ def test_bad_tcp_connection_rate_changes_nothing(admin: RunAdmin, body: str) -> 
 
 def test_credential_lifecycle(admin: RunAdmin) -> None:
     async def scenario(api: Api) -> None:
-        store = api.backend.store
+        real = api.real
+        store = real.store
         body = {
             "username": "sensor-1",
             "password": "s3cret",
@@ -505,7 +559,7 @@ def test_credential_lifecycle(admin: RunAdmin) -> None:
             k: v for k, v in body.items() if k != "password"
         }
         assert created.body["created_at"] == created.body["updated_at"] > 0
-        stored = await store.get_credential("sensor-1")
+        stored = real.call(store.get_credential("sensor-1"))
         assert stored is not None
         assert stored.client_type is ClientType.APPLICATION
         assert stored.subscribe_acl == ("acme/+/cmd", "$share/g/acme/all")
@@ -543,7 +597,7 @@ def test_credential_lifecycle(admin: RunAdmin) -> None:
         assert updated.body["tenant"] == "acme"
         assert updated.body["created_at"] == created.body["created_at"]
         assert updated.body["updated_at"] >= created.body["updated_at"]
-        again = await store.get_credential("sensor-1")
+        again = real.call(store.get_credential("sensor-1"))
         assert again is not None
         assert verify_password("n3w", again.password_hash)
         assert not verify_password("s3cret", again.password_hash)
@@ -551,12 +605,12 @@ def test_credential_lifecycle(admin: RunAdmin) -> None:
         # A PUT without a password keeps the hash.
         kept = await api.call("PUT", f"{API}/credentials/sensor-1", json={"tenant": "other"})
         assert kept.body["tenant"] == "other"
-        after = await store.get_credential("sensor-1")
+        after = real.call(store.get_credential("sensor-1"))
         assert after is not None and after.password_hash == again.password_hash
 
         deleted = await api.call("DELETE", f"{API}/credentials/sensor-1")
         assert deleted.status == 204
-        assert await store.get_credential("sensor-1") is None
+        assert real.call(store.get_credential("sensor-1")) is None
         assert_error(await api.call("DELETE", f"{API}/credentials/sensor-1"), 404, "username")
         missing = await api.call("PUT", f"{API}/credentials/sensor-1", json={"tenant": "x"})
         assert_error(missing, 404, "username")
@@ -568,10 +622,10 @@ def test_duplicate_username_is_409(admin: RunAdmin) -> None:
     async def scenario(api: Api) -> None:
         first = {"username": "u", "password": "one"}
         assert (await api.call("POST", f"{API}/credentials", json=first)).status == 201
-        stored = await api.backend.store.get_credential("u")
+        stored = api.real.call(api.real.store.get_credential("u"))
         second = {"username": "u", "password": "two", "tenant": "acme"}
         assert_error(await api.call("POST", f"{API}/credentials", json=second), 409, "username")
-        assert await api.backend.store.get_credential("u") == stored
+        assert api.real.call(api.real.store.get_credential("u")) == stored
 
     admin(scenario)
 
@@ -618,7 +672,7 @@ def test_bad_new_credential_changes_nothing(
 ) -> None:
     async def scenario(api: Api) -> None:
         assert_error(await api.call("POST", f"{API}/credentials", json=body), 400, field)
-        assert await api.backend.store.list_credentials() == []
+        assert api.real.call(api.real.store.list_credentials()) == []
 
     admin(scenario)
 
@@ -628,19 +682,20 @@ def test_bad_credential_change_changes_nothing(
     admin: RunAdmin, body: dict[str, Any], field: str
 ) -> None:
     async def scenario(api: Api) -> None:
-        store = api.backend.store
+        real = api.real
+        store = real.store
         original = Credential("u", "scrypt$stored", tenant="t0", created_at=1.0, updated_at=1.0)
-        await store.add_credential(original)
-        before = await store.list_credentials()
+        real.call(store.add_credential(original))
+        before = real.call(store.list_credentials())
         assert_error(await api.call("PUT", f"{API}/credentials/u", json=body), 400, field)
-        assert await store.list_credentials() == before
+        assert real.call(store.list_credentials()) == before
 
     admin(scenario)
 
 
 def test_store_failure_is_503(admin: RunAdmin) -> None:
+    # A broker without a credential store: every change to one is refused.
     async def scenario(api: Api) -> None:
-        api.backend.store = EmptyAuthStore()
         answer = await api.call(
             "POST", f"{API}/credentials", json={"username": "u", "password": "p"}
         )
@@ -648,7 +703,7 @@ def test_store_failure_is_503(admin: RunAdmin) -> None:
         assert "no credential store" in answer.body["error"]
         assert_error(await api.call("PUT", f"{API}/tenants/acme", json={}), 503, None)
 
-    admin(scenario)
+    admin(scenario, auth_store=EmptyAuthStore())
 
 
 # --- errors -------------------------------------------------------------------------------
@@ -669,15 +724,15 @@ def test_a_body_over_the_size_limit_is_413_naming_the_body(admin: RunAdmin) -> N
         huge = json.dumps({"max_topics": 1, "pad": "x" * 2 * 1024 * 1024}).encode()
         answer = await api.call("PUT", f"{API}/limits", data=io.BytesIO(huge), headers=JSON_TYPE)
         assert_error(answer, 413, "body")
-        assert api.backend.node == Quota()
+        assert api.real.broker.limits.node_quota == Quota()
 
     admin(scenario)
 
 
 def test_unexpected_failure_is_a_plain_500(
-    admin: RunAdmin, caplog: pytest.LogCaptureFixture
+    admin_double: RunDouble, caplog: pytest.LogCaptureFixture
 ) -> None:
-    async def scenario(api: Api) -> None:
+    async def scenario(api: DoubleApi) -> None:
         api.backend.broken = True
         answer = await api.get(f"{API}/sessions")
         assert answer.status == 500
@@ -687,7 +742,7 @@ def test_unexpected_failure_is_a_plain_500(
         assert (await api.get(f"{API}/limits")).status == 200
 
     with caplog.at_level("ERROR", logger="mqttq.admin"):
-        admin(scenario)
+        admin_double(scenario)
     failures = [r for r in caplog.records if r.name == "mqttq.admin" and r.exc_info]
     assert [r.exc_info[1].__class__ for r in failures if r.exc_info] == [RuntimeError]
 

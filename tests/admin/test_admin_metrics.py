@@ -11,7 +11,7 @@ from mqttq.admin.backend import HistogramSnapshot, MetricsSnapshot
 from mqttq.admin.metrics import AdminMetrics
 from mqttq.auth.empty_store import EmptyAuthStore
 from tests.admin.backend_double import BackendDouble
-from tests.admin.conftest import Api, RunAdmin
+from tests.admin.conftest import DoubleApi, RunDouble
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
@@ -108,11 +108,9 @@ def expected(table: dict[tuple[str, tuple[tuple[str, str], ...]], float]) -> Sam
     return {(name, frozenset(labels)): value for (name, labels), value in table.items()}
 
 
-def test_metrics_over_http_match_the_snapshot_exactly(admin: RunAdmin) -> None:
-    def setup(backend: BackendDouble) -> None:
-        backend.snapshot = SNAPSHOT
-
-    async def scenario(api: Api) -> None:
+def test_metrics_over_http_match_the_snapshot_exactly(admin_double: RunDouble) -> None:
+    async def scenario(api: DoubleApi) -> None:
+        api.backend.snapshot = SNAPSHOT
         answer = await api.get("/metrics")
         assert answer.status == 200
         assert answer.headers["Content-Type"] == "text/plain; version=0.0.4; charset=utf-8"
@@ -145,7 +143,7 @@ def test_metrics_over_http_match_the_snapshot_exactly(admin: RunAdmin) -> None:
         assert set(admin_routes.values()) == {0}
         assert len(admin_routes) == 13
 
-    admin(scenario, setup=setup)
+    admin_double(scenario)
 
 
 def test_missing_counters_are_left_out() -> None:

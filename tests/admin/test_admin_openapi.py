@@ -14,8 +14,11 @@ from mqttq.admin.routes import PUBLIC_PATHS
 from mqttq.admin.routes_tenants import TCP_RATE_FIELD
 from mqttq.admin.server import AdminServer
 from mqttq.auth.empty_store import EmptyAuthStore
+from mqttq.broker.admin_backend import BrokerAdmin
+from mqttq.broker.server import Broker
+from mqttq.config import Settings
 from mqttq.limits.quota import QUOTA_FIELDS
-from tests.admin.backend_double import BackendDouble, populated
+from mqttq.storage.memory import MemoryStorage
 from tests.admin.conftest import Api, RunAdmin
 from tests.admin.openapi_check import (
     DOCUMENT,
@@ -26,11 +29,12 @@ from tests.admin.openapi_check import (
     refs,
     resolve,
 )
+from tests.admin.real_broker import populated
 
 
 def test_routes_and_document_match() -> None:
     server = AdminServer(
-        BackendDouble(EmptyAuthStore()),
+        BrokerAdmin(Broker(Settings(), MemoryStorage())),
         host="127.0.0.1",
         port=0,
         token="t",
@@ -196,12 +200,21 @@ def test_answers_match_the_documented_schemas(admin: RunAdmin) -> None:
             check(answer_schema(path, method, status), answer.body, f"{method} {url}")
         unauthorized = await api.get("/api/v1/limits", token=None)
         check(answer_schema("/api/v1/limits", "get", 401), unauthorized.body)
-        api.backend.store = EmptyAuthStore()
-        unavailable = await api.call("PUT", "/api/v1/tenants/acme", json={})
-        assert unavailable.status == 503
-        check_answer("PUT", "/api/v1/tenants/acme", 503, unavailable.body)
 
     admin(scenario, setup=populated)
+
+
+def test_store_failures_match_the_document(admin: RunAdmin) -> None:
+    async def scenario(api: Api) -> None:
+        for method, url, body in (
+            ("PUT", "/api/v1/tenants/acme", {}),
+            ("POST", "/api/v1/credentials", {"username": "u", "password": "p"}),
+        ):
+            answer = await api.call(method, url, json=body)
+            assert answer.status == 503
+            check_answer(method, url, 503, answer.body)
+
+    admin(scenario, auth_store=EmptyAuthStore())
 
 
 def test_every_429_matches_the_document(admin: RunAdmin) -> None:

@@ -1,7 +1,7 @@
-"""The admin API on a real broker: an in-process Broker (MemoryStorage, SqliteAuthStore in
-tmp_path) with its AdminServer on 127.0.0.1 port 0, on an event loop in a background
-thread as `mqttq serve` runs them; real MQTT clients over TCP, real HTTP (urllib). Every
-JSON answer is checked against the OpenAPI document as it arrives.
+"""The admin API on a real broker, longer stories: RealBroker (in-process Broker,
+MemoryStorage, SqliteAuthStore, AdminServer on port 0) driven by real MQTT clients over
+TCP and real HTTP; every JSON answer is checked against the OpenAPI document as it
+arrives (RealBroker.http).
 
 What is asserted is what a user sees: the messages a new subscriber gets, PUBACK reason
 codes, the tenant's usage, the rows in storage, sockets closed by the broker.
@@ -9,130 +9,20 @@ codes, the tenant's usage, the rows in storage, sockets closed by the broker.
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import json
-import threading
-import time
-import urllib.error
-import urllib.parse
-import urllib.request
-from collections.abc import Coroutine, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mqttq.admin.server import AdminServer
-from mqttq.auth.sqlite_store import SqliteAuthStore
-from mqttq.broker.admin_backend import BrokerAdmin
-from mqttq.broker.server import Broker
-from mqttq.config import ListenerSettings, Settings
-from mqttq.storage.memory import MemoryStorage
-from tests.admin.openapi_check import check_answer
+from tests.admin.real_broker import PERSISTENT, RealBroker
 from tests.integration.admin_api import metric_value
 from tests.integration.raw_client import RawClient
-from tests.integration.waiting import DEADLINE, HOST, wait_for
-from tests.integration.wire import DISCONNECT, RC, Prop, connect_packet
+from tests.integration.waiting import wait_for
+from tests.integration.wire import DISCONNECT, RC, connect_packet
 
 API = "/api/v1"
-TOKEN = "real-broker-token-0123456789"
-
-
-@dataclass
-class Answer:
-    """One HTTP answer: status and decoded body (JSON, text, or None when empty)."""
-
-    status: int
-    body: Any
-
-
-class RealBroker:
-    """A started Broker and its admin API on a private event loop thread; `stop` ends
-    both."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.storage = MemoryStorage()
-        settings = Settings(listener=ListenerSettings(host=HOST, port=0))
-        store = SqliteAuthStore(tmp_path / "auth.db")
-        self.broker = Broker(settings, self.storage, store)
-        self.call(self.broker.start())
-        self.port = self.broker.port
-        self.admin = AdminServer(
-            BrokerAdmin(self.broker),
-            host=HOST,
-            port=0,
-            token=TOKEN,
-            uri_rate=10_000.0,
-            rate_wait=0.0,
-        )
-        self.call(self.admin.start())
-        self.clients: list[RawClient] = []
-
-    def call(self, coro: Coroutine[Any, Any, Any]) -> Any:
-        """Run `coro` on the broker's loop and return its result."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(DEADLINE)
-
-    def stop(self) -> None:
-        for client in self.clients:
-            client.close()
-        self.call(self.admin.close())
-        self.call(self.broker.shutdown())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(DEADLINE)
-        self.loop.close()
-
-    # --- HTTP ----------------------------------------------------------------------------
-
-    def http(self, method: str, path: str, body: Any = None, **params: str | int) -> Answer:
-        """`method path?params` with the token and a JSON `body`; a JSON answer is
-        checked against the OpenAPI document before it is returned."""
-        query = f"?{urllib.parse.urlencode(params)}" if params else ""
-        data = None if body is None else json.dumps(body).encode()
-        request = urllib.request.Request(self.admin.url + path + query, data, method=method)
-        request.add_header("Authorization", f"Bearer {TOKEN}")
-        if data is not None:
-            request.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(request, timeout=DEADLINE) as response:
-                status, raw, kind = response.status, response.read(), response.headers
-        except urllib.error.HTTPError as error:
-            status, raw, kind = error.code, error.read(), error.headers
-        decoded: Any = None
-        if raw and kind.get_content_type() == "application/json":
-            decoded = json.loads(raw)
-            check_answer(method, urllib.parse.urlsplit(path).path, status, decoded)
-        elif raw:
-            decoded = raw.decode()
-        else:
-            check_answer(method, urllib.parse.urlsplit(path).path, status, None)
-        return Answer(status, decoded)
-
-    def ok(self, method: str, path: str, body: Any = None, **params: str | int) -> Any:
-        answer = self.http(method, path, body, **params)
-        assert 200 <= answer.status < 300, (method, path, answer)
-        return answer.body
-
-    # --- MQTT ----------------------------------------------------------------------------
-
-    def client(self, client_id: str, tenant: str | None = None, **connect: Any) -> RawClient:
-        """A connected MQTT 5.0 client, anonymous, in `tenant` (None: the default one)."""
-        client = RawClient(self.port)
-        self.clients.append(client)
-        props = list(connect.pop("props", []))
-        if tenant is not None:
-            props.append((Prop.USER_PROPERTY, ("tenant", tenant)))
-        client.connect(client_id, props=props, **connect)
-        return client
-
-    def stored_retained(self) -> list[tuple[str, str]]:
-        """(tenant, topic) of every retained message in storage, sorted."""
-        rows = self.call(self.storage.load_retained(time.time()))
-        return sorted((tenant, message.topic) for tenant, message in rows)
 
 
 @pytest.fixture
@@ -279,8 +169,7 @@ def test_listings_filter_by_tenant_and_limit(real: RealBroker) -> None:
 
 
 def test_session_detail_disconnect_and_remove(real: RealBroker) -> None:
-    persistent = [(Prop.SESSION_EXPIRY_INTERVAL, 600)]
-    keeper = real.client("keeper", "acme", clean=False, props=persistent)
+    keeper = real.client("keeper", "acme", clean=False, props=PERSISTENT)
     keeper.subscribe(("k/#", 1))
     shown = real.ok("GET", f"{API}/sessions/keeper")
     assert shown["peer"] == "{}:{}".format(*keeper.sock.getsockname())
@@ -313,7 +202,7 @@ def test_session_detail_disconnect_and_remove(real: RealBroker) -> None:
     assert (missing.status, missing.body["field"]) == (404, "client_id")
     assert real.http("DELETE", f"{API}/sessions/keeper").status == 404
     assert real.http("POST", f"{API}/sessions/keeper/disconnect").status == 404
-    again = real.client("keeper", "acme", clean=False, props=persistent)
+    again = real.client("keeper", "acme", clean=False, props=PERSISTENT)
     assert again.subscribe(("other", 0)).reason_codes == (0,)
     assert real.ok("GET", f"{API}/sessions/keeper")["stored_messages"] == 0
 
