@@ -170,6 +170,7 @@ class Hub:
             elif deliver_now:
                 if not session.deliver_now(out):
                     rejected += 1
+                    self._queue_full(session)
             else:
                 if fan is None:
                     fan = Fanout()
@@ -226,16 +227,22 @@ class Hub:
             for session, entry in zip(fan.stored, enqueue.result(), strict=True):
                 if entry is None:
                     rejected += 1
+                    self._queue_full(session)
                 else:
                     session.deliver_stored(entry)
         for session, message in fan.immediate:
             if not session.deliver_now(message):
                 rejected += 1
+                self._queue_full(session)
         write = fan.retained_write
         if write is not None and (write.cancelled() or write.exception() is not None):
             self.stats.storage_errors += 1
             return ReasonCode.UNSPECIFIED_ERROR
         return _reason(fan.count, rejected)
+
+    def _queue_full(self, session: Session) -> None:
+        """A delivery refused by a full queue under reject_new: a refusal of the tenant."""
+        self.limits.count_refusal(session.space.name, "queue_full")
 
     def encoded_qos0(self, message: Message, protocol_level: int) -> bytes:
         """The QoS 0 PUBLISH of `message` (DUP 0, no packet id, properties as they are)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from .admin_api import AdminApi, metric_value
 from .helpers import (
     Clients,
 )
@@ -200,6 +201,8 @@ def test_queue_limit_reject_new(broker_factory: BrokerFactory, clients: Clients)
         codes.append(ack.reason_code)
     assert codes == [0, 0, 0, 0, 0, RC.QUOTA_EXCEEDED]
     publisher.ping()  # the publisher stays connected
+    text = AdminApi(broker.data_dir).metrics()
+    assert metric_value(text, "mqttq_refusals_total", tenant="default", reason="queue_full") == 1
     subscriber = persistent(clients, broker, "full", 5)
     messages = subscriber.receive_messages(5)
     assert [m.payload for m in messages] == [b"r%d" % i for i in range(5)]
