@@ -84,7 +84,7 @@ def _fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
 
 
 @migrate_app.command("init-source")
-def init_source_command(pg: PgOption) -> None:
+def init_source_command(pg: PgOption, as_json: JsonOption = False) -> None:
     """Create TBMQ 1.x's tables exactly as TBMQ 1.x had them, for trials and tests.
 
     device_session_ctx (primary key client_id) and device_publish_msg (primary key
@@ -97,6 +97,10 @@ def init_source_command(pg: PgOption) -> None:
         where = asyncio.run(init_source(pg))
     except MigrateError as exc:
         _fail(str(exc))
+    if as_json:
+        ready = {"database": where, "tables": ["device_session_ctx", "device_publish_msg"]}
+        sys.stdout.write(json.dumps(ready) + "\n")
+        return
     Console(highlight=False).print(
         f"TBMQ 1.x tables device_session_ctx and device_publish_msg are ready in {where}"
     )

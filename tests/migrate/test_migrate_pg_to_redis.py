@@ -149,6 +149,9 @@ def test_init_source_creates_tbmq_1x_tables_exactly(postgres_url: str) -> None:
         result = invoke("init-source", "--pg", postgres_url)
         assert result.exit_code == 0, result.output
         assert "device_publish_msg" in result.stdout
+    as_json = json.loads(invoke("init-source", "--pg", postgres_url, "--json").stdout)
+    assert as_json["tables"] == ["device_session_ctx", "device_publish_msg"]
+    assert as_json["database"] == f"PostgreSQL at {postgres_url}"
     with psycopg.connect(postgres_url) as conn:
         columns = conn.execute(
             "SELECT table_name, column_name, data_type, character_maximum_length, is_nullable "
