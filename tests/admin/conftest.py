@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from mqttq.admin.server import AdminServer
 from mqttq.auth.ports import AuthStore
 from mqttq.auth.sqlite_store import SqliteAuthStore
 from tests.admin.backend_double import BackendDouble
+from tests.admin.openapi_check import check_any_answer
 from tests.admin.real_broker import TOKEN, RealBroker
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -42,10 +44,12 @@ class Answer:
 
 @dataclass
 class Http:
-    """Requests to `server` with the bearer token."""
+    """Requests to `server` with the bearer token; with `conforming`, every answer is
+    checked against the OpenAPI document as it arrives."""
 
     server: AdminServer
     http: aiohttp.ClientSession
+    conforming = False
 
     async def call(
         self,
@@ -69,7 +73,11 @@ class Http:
             kwargs["data"] = data
         async with self.http.request(method, self.server.url + path, **kwargs) as response:
             raw = await response.read()
-            return Answer(response.status, _decode(response.content_type, raw), response.headers)
+            answer = Answer(response.status, _decode(response.content_type, raw), response.headers)
+        if self.conforming and (not raw or response.content_type == "application/json"):
+            url_path = urllib.parse.urlsplit(str(response.url)).path
+            check_any_answer(method, url_path, answer.status, answer.body)
+        return answer
 
     async def get(self, path: str, **kwargs: Any) -> Answer:
         return await self.call("GET", path, **kwargs)
@@ -77,9 +85,10 @@ class Http:
 
 @dataclass
 class Api(Http):
-    """The API of `real`, a running broker."""
+    """The API of `real`, a running broker (every answer checked: `conforming`)."""
 
     real: RealBroker
+    conforming = True
 
 
 @dataclass

@@ -16,6 +16,7 @@ __all__ = [
     "answer_schema",
     "check",
     "check_answer",
+    "check_any_answer",
     "operations",
     "refs",
     "resolve",
@@ -130,10 +131,22 @@ _TEMPLATES: Final = [
 
 def route_of(url_path: str) -> str:
     """The documented path (`/api/v1/sessions/{client_id}`) that `url_path` matches."""
+    path = _documented(url_path)
+    if path is None:
+        raise AssertionError(f"{url_path} matches no documented path")
+    return path
+
+
+def _documented(url_path: str) -> str | None:
     for pattern, path in _TEMPLATES:
         if pattern.fullmatch(url_path):
             return path
-    raise AssertionError(f"{url_path} matches no documented path")
+    return None
+
+
+_ANY_ROUTE_STATUSES: Final = frozenset({405, 413})
+"""Answers any route may give that operations do not list (a wrong method, a body over
+the size limit): plain errors."""
 
 
 def check_answer(method: str, url_path: str, status: int, body: Any) -> None:
@@ -148,3 +161,16 @@ def check_answer(method: str, url_path: str, status: int, body: Any) -> None:
         assert "content" not in response and "$ref" not in response, f"{where}: body expected"
         return
     check(answer_schema(path, method.lower(), status), body, where)
+
+
+def check_any_answer(method: str, url_path: str, status: int, body: Any) -> None:
+    """Like `check_answer`, for any request a test sends: a JSON error to an unknown
+    path (404, or 401/429 before the router is asked) or of a status any route may give
+    (405, 413) must still be the documented Error object."""
+    path = _documented(url_path)
+    operation = None if path is None else DOCUMENT["paths"][path].get(method.lower())
+    if operation is None or status in _ANY_ROUTE_STATUSES:
+        assert status >= 400, f"{method.upper()} {url_path} -> {status}: not documented"
+        check(resolve(DOCUMENT, "#/components/schemas/Error"), body, f"{method} {url_path}")
+        return
+    check_answer(method, url_path, status, body)
