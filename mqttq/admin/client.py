@@ -27,8 +27,8 @@ API: Final = "/api/v1"
 
 
 class AdminApiError(MqttqError):
-    """The API answered with an error status; `field` names the offending input when the
-    API says which (400), else None."""
+    """The API answered with an error status; `field` names what the API blames (every
+    4xx names one: a body field, a parameter, `body`, `Authorization`, ...), else None."""
 
     def __init__(self, status: int, message: str, field: str | None = None) -> None:
         super().__init__(f"admin API: {message} (HTTP {status})")
@@ -86,7 +86,8 @@ class AdminClient:
         return self._object("GET", f"{API}/limits")
 
     def put_node_limits(self, fields: Mapping[str, Any]) -> JSON:
-        """PUT /api/v1/limits with a subset of the quota fields: {"node": {...}}."""
+        """PUT /api/v1/limits with a subset of the quota fields and
+        max_tcp_connection_rate: {"node": {...}}."""
         return self._object("PUT", f"{API}/limits", dict(fields))
 
     # credentials -------------------------------------------------------------------------
