@@ -2,7 +2,8 @@
 
 The HTTP layer (mqttq.admin.server) parses and validates requests, checks the token and the
 per-URI rate, and turns results into JSON; everything it reads or changes goes through this
-port, which the broker implements (mqttq.broker.admin_backend.BrokerAdmin). Values returned
+port, implemented on a running broker by mqttq.admin.broker_backend.BrokerAdmin (here, not
+in mqttq/broker, so that imports point down: admin -> broker). Values returned
 are JSON-ready (str, int, float, bool, None, lists and dicts of those).
 """
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mqttq.auth.model import Credential, Tenant
+from mqttq.broker.latency import HistogramSnapshot
 from mqttq.limits.quota import Quota
 
 __all__ = ["AdminBackend", "HistogramSnapshot", "MetricsSnapshot", "UnknownTenant"]
@@ -24,17 +26,6 @@ class UnknownTenant(LookupError):
 
 
 @dataclass(slots=True)
-class HistogramSnapshot:
-    """A cumulative histogram as Prometheus wants it."""
-
-    buckets: list[tuple[float, int]]
-    """(upper bound in seconds, observations <= bound), ascending; the last bound is inf."""
-    total: float
-    """Sum of observed values (seconds)."""
-    count: int
-
-
-@dataclass(slots=True)
 class MetricsSnapshot:
     """Everything /metrics exposes, read at scrape time."""
 
@@ -43,7 +34,7 @@ class MetricsSnapshot:
     refusals: dict[tuple[str, str], int]
     """(tenant, reason) -> refused operations; reasons: connection_rate, connections,
     sessions, topics, publish_rate, tcp_rate, not_authorized, bad_credentials, acl_publish,
-    acl_subscribe, receive_maximum."""
+    acl_subscribe, receive_maximum, queue_full, client_id_taken."""
     tenants: dict[str, dict[str, int]]
     """tenant -> {"connections": n, "sessions": n, "topics": n} (tenants seen on this node)."""
     storage_latency: dict[str, HistogramSnapshot] = field(default_factory=dict)

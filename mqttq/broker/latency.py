@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 from bisect import bisect_left
+from dataclasses import dataclass
 from typing import Final
 
-from mqttq.admin.backend import HistogramSnapshot
-
-__all__ = ["BUCKETS", "LatencyHistograms"]
+__all__ = ["BUCKETS", "HistogramSnapshot", "LatencyHistograms"]
 
 BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 """Upper bounds in seconds (from 0.5 ms, a group commit, to seconds, a stalled disk)."""
+
+
+@dataclass(slots=True)
+class HistogramSnapshot:
+    """A cumulative histogram as Prometheus wants it."""
+
+    buckets: list[tuple[float, int]]
+    """(upper bound in seconds, observations <= bound), ascending; the last bound is inf."""
+    total: float
+    """Sum of observed values (seconds)."""
+    count: int
 
 
 class LatencyHistograms:

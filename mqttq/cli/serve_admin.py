@@ -60,9 +60,9 @@ async def start_admin(broker: Broker, settings: Settings) -> AdminHandle | None:
     admin = settings.admin
     if not admin.enabled:
         return None
+    from mqttq.admin.broker_backend import BrokerAdmin  # noqa: PLC0415
     from mqttq.admin.server import AdminServer  # noqa: PLC0415
     from mqttq.admin.token import load_or_create_token, write_discovery  # noqa: PLC0415
-    from mqttq.broker.admin_backend import BrokerAdmin  # noqa: PLC0415
 
     data_dir = settings.storage.data_dir
     token = load_or_create_token(data_dir, admin.token)

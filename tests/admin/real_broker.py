@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mqttq.admin.broker_backend import BrokerAdmin
 from mqttq.admin.server import AdminServer
 from mqttq.auth.ports import AuthStore
 from mqttq.auth.sqlite_store import SqliteAuthStore
-from mqttq.broker.admin_backend import BrokerAdmin
 from mqttq.broker.server import Broker
 from mqttq.config import ListenerSettings, Settings
 from mqttq.storage.memory import MemoryStorage

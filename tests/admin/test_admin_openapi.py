@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
+from mqttq.admin.broker_backend import BrokerAdmin
 from mqttq.admin.routes import PUBLIC_PATHS
 from mqttq.admin.routes_tenants import TCP_RATE_FIELD
 from mqttq.admin.server import AdminServer
 from mqttq.auth.empty_store import EmptyAuthStore
-from mqttq.broker.admin_backend import BrokerAdmin
 from mqttq.broker.server import Broker
 from mqttq.config import Settings
 from mqttq.limits.quota import QUOTA_FIELDS
