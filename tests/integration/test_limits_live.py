@@ -7,10 +7,7 @@ none asserts a duration. Count limits and reason codes: test_limits.py."""
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -19,6 +16,7 @@ import pytest
 
 from tests.integration.admin_api import AdminApi, metric_value
 from tests.integration.helpers import Clients
+from tests.integration.test_cli_tenant import run_cli
 from tests.integration.test_limits import (
     EXACT_RATES,
     connect,
@@ -30,22 +28,6 @@ from tests.integration.waiting import BrokerFactory, BrokerUnderTest, wait_for
 from tests.integration.wire import RC
 
 pytestmark = pytest.mark.mqttq_only
-
-CLI_DEADLINE = 60.0
-"""Bounds a hung command, not its speed."""
-
-
-def mqttq_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """`python -m mqttq ARGS` as a user runs it, without the test run's MQTTQ_* variables."""
-    env = {key: value for key, value in os.environ.items() if not key.startswith("MQTTQ_")}
-    return subprocess.run(
-        [sys.executable, "-m", "mqttq", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=CLI_DEADLINE,
-        check=False,
-    )
 
 
 def config_file(broker: BrokerUnderTest) -> Path:
@@ -89,16 +71,14 @@ def test_cli_tenant_set_changes_the_rate_of_a_connected_client(
     data_dir = str(broker.data_dir)
     acme, _ = connect(clients, broker, "acme-pub", "acme")
     assert publish_burst(acme, 3) == [RC.NO_MATCHING_SUBSCRIBERS] * 3  # the default quota
-    lowered = mqttq_cli(
+    lowered = run_cli(
         "tenant", "set", "acme", "--max-publish-rate", str(tokens(2)), "--data-dir", data_dir
     )
-    assert lowered.returncode == 0, lowered.stderr
+    assert lowered.code == 0, lowered.stderr
     assert "via admin API" in lowered.stderr
     assert publish_burst(acme, 5) == [RC.NO_MATCHING_SUBSCRIBERS] * 2 + [RC.QUOTA_EXCEEDED] * 3
-    raised = mqttq_cli(
-        "tenant", "set", "acme", "--max-publish-rate", "1000", "--data-dir", data_dir
-    )
-    assert raised.returncode == 0, raised.stderr
+    raised = run_cli("tenant", "set", "acme", "--max-publish-rate", "1000", "--data-dir", data_dir)
+    assert raised.code == 0, raised.stderr
     assert publish_burst(acme, 5) == [RC.NO_MATCHING_SUBSCRIBERS] * 5
     assert refusals(AdminApi(broker.data_dir)) == {("acme", "publish_rate"): 3}
 
