@@ -68,6 +68,19 @@ class UriRateLimit:
         self.buckets: dict[str, TokenBucket] = {}
         self.refused: dict[str, int] = dict.fromkeys(routes, 0)
 
+    def set_rate(self, rate: float, max_wait: float) -> None:
+        """New rate (burst `max(1, rate)`) and wait bound for every route, at once; the
+        tokens each route has gathered are kept (capped to the new burst)."""
+        if not (math.isfinite(rate) and rate >= 0.0):
+            raise ValueError(f"uri_rate must be a finite number >= 0, got {rate!r}")
+        if not (math.isfinite(max_wait) and max_wait >= 0.0):
+            raise ValueError(f"rate_wait must be a finite number >= 0, got {max_wait!r}")
+        now = asyncio.get_running_loop().time()
+        self.rate = rate
+        self.max_wait = max_wait
+        for bucket in self.buckets.values():
+            bucket.set_rate(rate, max(1.0, rate), now)
+
     async def admit(self, route: str) -> None:
         """Return once the request may proceed; raise ApiError 429 (Retry-After) when it
         would wait longer than `max_wait`."""

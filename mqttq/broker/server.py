@@ -164,6 +164,10 @@ class Broker:
         """New node-layer limits, effective at once for every client."""
         self.limits.set_node_quota(quota, time.monotonic())
 
+    def set_rate_timing(self, rate_wait: float, burst_seconds: float) -> None:
+        """New bounded wait for a token and new burst for every rate limit, at once."""
+        self.limits.set_timing(rate_wait, burst_seconds, time.monotonic())
+
     def set_tcp_connection_rate(self, rate: float) -> None:
         """New node rate of TCP connections per second, effective at once."""
         self.limits.set_tcp_rate(rate, time.monotonic())

@@ -215,14 +215,14 @@ async def _serve(
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _on_signal, stop, signum)
     reloads: set[asyncio.Task[None]] = set()
+    admin: AdminHandle | None = None
 
     def on_hangup() -> None:
-        task = asyncio.ensure_future(reload_limits(broker, config))
+        task = asyncio.ensure_future(reload_limits(broker, config, admin))
         reloads.add(task)
         task.add_done_callback(reloads.discard)
 
     loop.add_signal_handler(signal.SIGHUP, on_hangup)
-    admin: AdminHandle | None = None
     try:
         await broker.start()
         admin = await start_admin(broker, settings)

@@ -94,17 +94,26 @@ class AdminBindError(MqttqError):
         )
 
 
-async def reload_limits(broker: Broker, config: Path | None) -> None:
-    """SIGHUP: re-read the config file's node limits and default tenant quota, and every
-    stored tenant quota; a bad file changes nothing and is logged."""
+async def reload_limits(
+    broker: Broker, config: Path | None, admin: AdminHandle | None = None
+) -> None:
+    """SIGHUP: re-read the config file's `[mqtt_limit]` (wait bound, burst, TCP rate, node
+    limits, default tenant quota) and `admin.max_request_rate`, and every stored tenant
+    quota; a bad file changes nothing and is logged."""
     try:
         settings = load_settings(config, os.environ, {})
     except ConfigError as exc:
         log.warning("SIGHUP: configuration not reloaded: %s", exc)
         return
-    broker.set_node_limits(settings.mqtt_limit.cluster)
-    broker.set_tcp_connection_rate(settings.mqtt_limit.max_tcp_connection_rate)
-    broker.set_default_quota(settings.mqtt_limit.tenant)
+    limits = settings.mqtt_limit
+    broker.set_rate_timing(limits.rate_wait_ms / 1000, limits.burst_seconds)
+    broker.set_node_limits(limits.cluster)
+    broker.set_tcp_connection_rate(limits.max_tcp_connection_rate)
+    broker.set_default_quota(limits.tenant)
+    if admin is not None:
+        admin.server.rate_limit.set_rate(
+            settings.admin.max_request_rate, limits.rate_wait_ms / 1000
+        )
     try:
         tenants = await broker.reload_tenants()
     except MqttqError as exc:

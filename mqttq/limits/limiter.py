@@ -238,6 +238,20 @@ class Limits:
         if limiter is not None:
             limiter.apply(self.quota_of(tenant), self._burst_seconds, now)
 
+    def set_timing(self, rate_wait: float, burst_seconds: float, now: float) -> None:
+        """New longest wait for a token and new burst (seconds of rate) for every bucket,
+        effective at once. Raises ValueError for a negative, NaN or infinite value
+        (nothing changes)."""
+        _check_seconds("rate_wait", rate_wait)
+        _check_seconds("burst_seconds", burst_seconds)
+        self._tick(now)
+        self._rate_wait = float(rate_wait)
+        burst = self._burst_seconds = float(burst_seconds)
+        self._node.apply(self._node_quota, burst, now)
+        for tenant, limiter in self._tenants.items():
+            limiter.apply(self.quota_of(tenant), burst, now)
+        self._tcp.set_rate(self._tcp.rate, self._tcp.rate * burst, now)
+
     def set_tcp_rate(self, rate: float, now: float) -> None:
         """New TCP connection rate, effective at once. Raises ValueError for a negative,
         NaN or infinite rate (nothing changes)."""

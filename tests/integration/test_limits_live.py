@@ -113,6 +113,28 @@ def test_sighup_changes_the_default_quota_for_connected_clients(
     assert refusals(api) == {("globex", "publish_rate"): 3, ("globex", "sessions"): 1}
 
 
+def test_sighup_changes_burst_wait_and_admin_rate(
+    broker_factory: BrokerFactory, clients: Clients
+) -> None:
+    """`[mqtt_limit] burst_seconds` and `[admin] max_request_rate` edited and SIGHUP sent:
+    a connected client's bucket grows to the new burst at once (2 -> 6 tokens: 4 more
+    through), and the admin API's routes get the new rate (burst 1: the next call 429)."""
+    quota = f"[mqtt_limit.tenant]\nmax_publish_rate = {tokens(2)}\n"
+    broker = broker_factory(config=EXACT_RATES + quota)
+    api = AdminApi(broker.data_dir)
+    globex, _ = connect(clients, broker, "globex-pub", "globex")
+    assert publish_burst(globex, 3) == [RC.NO_MATCHING_SUBSCRIBERS] * 2 + [RC.QUOTA_EXCEEDED]
+    after = EXACT_RATES.replace("burst_seconds = 1000", "burst_seconds = 3000")
+    config_file(broker).write_text(f"{after}{quota}[admin]\nmax_request_rate = 0.001\n")
+    send_sighup(broker)
+    wait_for(
+        lambda: api.call("GET", "/api/v1/limits")[0] == 429,
+        interval=0.1,
+        what="the admin API's rate re-read on SIGHUP",
+    )
+    assert publish_burst(globex, 5) == [RC.NO_MATCHING_SUBSCRIBERS] * 4 + [RC.QUOTA_EXCEEDED]
+
+
 def test_node_limits_change_through_the_api_and_sighup(
     broker_factory: BrokerFactory, clients: Clients
 ) -> None:

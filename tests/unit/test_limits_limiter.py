@@ -419,3 +419,24 @@ def test_invalid_settings_are_refused(name: str, bad: float) -> None:
             tcp_rate=values["tcp_rate"],
             now=0.0,
         )
+
+
+def test_set_timing_changes_burst_and_wait_for_every_bucket() -> None:
+    limits = Limits(
+        Quota(),
+        Quota().replace(max_publish_rate=1.0),
+        rate_wait=0.0,
+        burst_seconds=2.0,
+        tcp_rate=1.0,
+        now=0.0,
+    )
+    assert [limits.admit_publish("t", 0.0) for _ in range(3)][:2] == [0.0, 0.0]
+    assert isinstance(limits.admit_publish("t", 0.0), Refused)
+    limits.set_timing(1.0, 5.0, now=0.0)  # 3 more tokens at once, and waits up to 1 s
+    assert [limits.admit_publish("t", 0.0) for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert limits.admit_publish("t", 0.0) == pytest.approx(1.0)  # the next token, waited for
+    assert isinstance(limits.admit_publish("t", 0.0), Refused)  # 2 s away: past the bound
+    assert (limits.rate_wait, limits.burst_seconds) == (1.0, 5.0)
+    with pytest.raises(ValueError, match="burst_seconds"):
+        limits.set_timing(1.0, float("nan"), now=0.0)
+    assert (limits.rate_wait, limits.burst_seconds) == (1.0, 5.0)
