@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from mqttq.auth.acl import may_subscribe
-from mqttq.broker.pending import BackgroundTasks, EnqueueBatcher
+from mqttq.broker.pending import BackgroundTasks, EnqueueBatcher, RemoveBatcher
 from mqttq.broker.session import Session
 from mqttq.broker.stats import BrokerStats
 from mqttq.broker.tenants import TenantSpace
@@ -81,6 +81,7 @@ class Hub:
         self.stats = BrokerStats()
         self.tasks = BackgroundTasks(self.stats.storage_latency)
         self._batcher = EnqueueBatcher(storage.enqueue, self.tasks)
+        self._removals = RemoveBatcher(storage.remove_many, self.tasks)
         self.max_queued_messages = settings.max_queued_messages
         self.reject_when_full = settings.queue_full_policy == "reject_new"
         self._queue_qos0 = settings.queue_qos0
@@ -408,8 +409,7 @@ class Hub:
 
     def forget(self, session: Session, packet_id: int) -> None:
         """A stored entry's flow ended (PUBACK, PUBCOMP, expired, discarded)."""
-        client_id = session.client_id
-        self.tasks.spawn(self.storage.remove(client_id, packet_id), "remove", client_id)
+        self._removals.remove(session.client_id, packet_id)
 
     def mark_pubrel(self, session: Session, packet_id: int) -> asyncio.Future[None]:
         """PUBREC received for a stored entry; PUBREL goes out once this settles."""

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from mqttq.broker.latency import LatencyHistograms
 
-__all__ = ["BackgroundTasks", "EnqueueBatcher", "OrderedSteps", "StepDone"]
+__all__ = ["BackgroundTasks", "EnqueueBatcher", "OrderedSteps", "RemoveBatcher", "StepDone"]
 
 logger = logging.getLogger("mqttq.broker")
 
@@ -221,5 +221,67 @@ class EnqueueBatcher:
                     future.set_exception(error)
                 else:
                     future.set_result(done.result()[start:end])
+
+        task.add_done_callback(settled)
+
+
+class RemoveBatcher:
+    """Gathers the queue-entry removals (PUBACK, PUBCOMP, expired, discarded) of one
+    event-loop iteration into one `remove_many` call: one job and one transaction for all
+    of them, instead of a task and a transaction each.
+
+    The batch's future is tracked for every client in it from the first removal on, so a
+    `barrier(client_id)` in the same iteration already waits for it; a failure is logged
+    once, as "remove".
+    """
+
+    __slots__ = ("_batch", "_clients", "_items", "_loop", "_remove_many", "_tasks")
+
+    def __init__(
+        self,
+        remove_many: Callable[[list[tuple[str, int]]], Coroutine[Any, Any, None]],
+        tasks: BackgroundTasks,
+    ) -> None:
+        self._remove_many = remove_many
+        self._tasks = tasks
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._items: list[tuple[str, int]] = []
+        self._clients: set[str] = set()
+        self._batch: asyncio.Future[None] | None = None
+
+    def remove(self, client_id: str, packet_id: int) -> None:
+        """Delete the entry in this iteration's batch."""
+        batch = self._batch
+        if batch is None:
+            loop = self._loop
+            if loop is None:
+                loop = self._loop = asyncio.get_running_loop()
+            batch = self._batch = loop.create_future()
+            loop.call_soon(self._flush)
+            self._tasks.track(batch, "remove")
+        if client_id not in self._clients:
+            self._clients.add(client_id)
+            self._tasks.track(batch, None, client_id)
+        self._items.append((client_id, packet_id))
+
+    def _flush(self) -> None:
+        items, batch = self._items, self._batch
+        assert batch is not None
+        self._items, self._batch = [], None
+        self._clients = set()
+        task = asyncio.ensure_future(self._remove_many(items))
+        loop = task.get_loop()
+        started = loop.time()
+
+        def settled(done: asyncio.Future[None]) -> None:
+            self._tasks.observe("remove", loop.time() - started)
+            if batch.done():
+                return
+            if done.cancelled():
+                batch.cancel()
+            elif (error := done.exception()) is not None:
+                batch.set_exception(error)
+            else:
+                batch.set_result(None)
 
         task.add_done_callback(settled)

@@ -94,6 +94,10 @@ class CompositeStorage:
         """See `MessageQueueStore.remove`."""
         await self.queues.remove(client_id, packet_id)
 
+    async def remove_many(self, entries: Sequence[tuple[str, int]]) -> None:
+        """See `MessageQueueStore.remove_many`."""
+        await self.queues.remove_many(entries)
+
     async def mark_pubrel(self, client_id: str, packet_id: int) -> None:
         """See `MessageQueueStore.mark_pubrel`."""
         await self.queues.mark_pubrel(client_id, packet_id)

@@ -134,6 +134,11 @@ class MemoryStorage:
         if queue is not None:
             queue.entries.pop(packet_id, None)
 
+    async def remove_many(self, entries: Sequence[tuple[str, int]]) -> None:
+        """Delete each (client_id, packet_id) entry."""
+        for client_id, packet_id in entries:
+            await self.remove(client_id, packet_id)
+
     async def mark_pubrel(self, client_id: str, packet_id: int) -> None:
         """Mark the entry as awaiting PUBCOMP [MQTT-4.3.3]; message and expiry are kept."""
         self._check()

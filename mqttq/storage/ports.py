@@ -94,6 +94,11 @@ class MessageQueueStore(Protocol):
         """Delete the entry with that packet id (PUBACK / PUBCOMP received)."""
         ...
 
+    async def remove_many(self, entries: Sequence[tuple[str, int]]) -> None:
+        """Delete each (client_id, packet_id) entry, all in one transaction or round trip
+        (the PUBACKs and PUBCOMPs of one event-loop iteration); unknown ones are ignored."""
+        ...
+
     async def mark_pubrel(self, client_id: str, packet_id: int) -> None:
         """Mark the entry as awaiting PUBCOMP (PUBREC received); keeps its expiry."""
         ...

@@ -211,10 +211,19 @@ class RedisMessageQueue:
 
     async def remove(self, client_id: str, packet_id: int) -> None:
         """Delete the entry with that packet id (PUBACK [MQTT-4.3.2] / PUBCOMP [MQTT-4.3.3])."""
-        keys = SessionKeys(self.key_prefix, client_id)
-        await self._running().call(
-            self._scripts[lua.REMOVE], (keys.messages, keys.message(packet_id)), ()
-        )
+        await self.remove_many(((client_id, packet_id),))
+
+    async def remove_many(self, entries: Sequence[tuple[str, int]]) -> None:
+        """Delete each (client_id, packet_id) entry: one script call each, all pipelined."""
+        if not entries:
+            return
+        caller = self._running()
+        remove = self._scripts[lua.REMOVE]
+        calls = []
+        for client_id, packet_id in entries:
+            keys = SessionKeys(self.key_prefix, client_id)
+            calls.append(caller.call(remove, (keys.messages, keys.message(packet_id)), ()))
+        await _all(calls)
 
     async def mark_pubrel(self, client_id: str, packet_id: int) -> None:
         """Mark the entry as awaiting PUBCOMP [MQTT-4.3.3]; its TTL is kept."""

@@ -124,12 +124,16 @@ class SqliteStorage:
 
     async def remove(self, client_id: str, packet_id: int) -> None:
         """Delete the entry with that packet id (PUBACK [MQTT-4.3.2] / PUBCOMP [MQTT-4.3.3])."""
+        await self.remove_many(((client_id, packet_id),))
+
+    async def remove_many(self, entries: Sequence[tuple[str, int]]) -> None:
+        """Delete each (client_id, packet_id) entry in one job (one savepoint, one commit)."""
+        copied = list(entries)  # the job runs later, on another thread
 
         def job(conn: sqlite3.Connection) -> None:
-            cursor = conn.execute(
-                "DELETE FROM queue WHERE client_id = ? AND packet_id = ?", (client_id, packet_id)
-            )
-            self._forget(client_id, cursor.rowcount)
+            for client_id, packet_id in copied:
+                cursor = conn.execute(_REMOVE, (client_id, packet_id))
+                self._forget(client_id, cursor.rowcount)
 
         await self._writer.submit(job)
 
@@ -311,6 +315,7 @@ _FETCH = (
 )
 _DELETE_EXPIRED = "DELETE FROM queue WHERE client_id = ? AND expires_at <= ?"
 # The JSON follows the entry's state too, as TBMQ's UPDATE_PACKET_TYPE script does.
+_REMOVE = "DELETE FROM queue WHERE client_id = ? AND packet_id = ?"
 _MARK_PUBREL = (
     "UPDATE queue SET pubrel = 1, message = CASE WHEN json_valid(message)"
     " THEN json_set(message, '$.packetType', 'PUBREL') ELSE message END"

@@ -198,6 +198,24 @@ def test_remove_deletes_only_that_entry(make_storage: StorageFactory) -> None:
     run_with(make_storage(), body)
 
 
+def test_remove_many_deletes_exactly_those_entries(make_storage: StorageFactory) -> None:
+    """The PUBACKs of many sessions in one call; unknown entries and an empty call are
+    ignored, and the queue limit counts the removals (room for new entries again)."""
+
+    async def body(s: Storage) -> None:
+        await s.enqueue([("a", msg(n)) for n in range(1, 5)] + [("b", msg(n)) for n in (5, 6)])
+        await s.remove_many([])
+        await s.remove_many([("a", 1), ("b", 2), ("a", 3), ("a", 99), ("nobody", 1)])
+        assert ids(await s.fetch("a", 0)) == [(2, 2), (4, 4)]
+        assert ids(await s.fetch("b", 0)) == [(1, 1)]
+        assert payloads(await s.fetch("a", 0)) == [b"p2", b"p4"]
+        entries = await s.enqueue([("a", msg(7)), ("a", msg(8))])
+        assert [e is not None for e in entries] == [True, True]  # 4 of 4 held again
+        assert payloads(await s.fetch("a", 0)) == [b"p2", b"p4", b"p7", b"p8"]
+
+    run_with(make_storage(queue_limit=4, queue_full_policy=QueueFullPolicy.REJECT_NEW), body)
+
+
 def test_mark_pubrel_keeps_message_and_packet_id(make_storage: StorageFactory) -> None:
     async def body(s: Storage) -> None:
         await s.enqueue([("a", full_message()), ("a", msg(2))])

@@ -1,11 +1,16 @@
 """BackgroundTasks.barrier: a client waits for its own writes and the queue writes in
-flight, not for other clients' writes (real futures on a real event loop, no I/O)."""
+flight, not for other clients' writes; RemoveBatcher: one storage call per event-loop
+iteration (real futures on a real event loop, no I/O)."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 
-from mqttq.broker.pending import BackgroundTasks
+import pytest
+
+from mqttq.broker.pending import BackgroundTasks, RemoveBatcher
+from mqttq.errors import StorageError
 
 
 def test_barrier_waits_for_the_clients_writes_only() -> None:
@@ -80,3 +85,59 @@ def test_global_barrier_waits_for_every_write() -> None:
         return early
 
     assert asyncio.run(scenario()) is False
+
+
+def test_removals_of_one_iteration_share_one_call_and_barriers_wait_for_it() -> None:
+    async def scenario() -> tuple[list[list[tuple[str, int]]], list[str]]:
+        calls: list[list[tuple[str, int]]] = []
+        gate = asyncio.Event()
+        order: list[str] = []
+
+        async def remove_many(items: list[tuple[str, int]]) -> None:
+            calls.append(items)
+            await gate.wait()
+            order.append(f"removed {len(items)}")
+
+        tasks = BackgroundTasks()
+        removals = RemoveBatcher(remove_many, tasks)
+        removals.remove("a", 1)
+        removals.remove("b", 7)
+        removals.remove("a", 2)
+
+        async def reconnect(client_id: str) -> None:
+            await tasks.barrier(client_id)  # same iteration as the removals: still waits
+            order.append(f"barrier {client_id}")
+
+        waiters = [asyncio.ensure_future(reconnect(c)) for c in ("a", "b")]
+        await asyncio.sleep(0.01)
+        order.append("before the commit")
+        gate.set()
+        await asyncio.gather(*waiters)
+        removals.remove("c", 3)  # a later iteration: a batch of its own
+        await tasks.barrier()
+        return calls, order
+
+    calls, order = asyncio.run(scenario())
+    assert calls == [[("a", 1), ("b", 7), ("a", 2)], [("c", 3)]]
+    assert order == ["before the commit", "removed 3", "barrier a", "barrier b", "removed 1"]
+
+
+def test_a_failed_removal_batch_is_logged_once_and_releases_barriers(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def scenario() -> None:
+        async def remove_many(items: list[tuple[str, int]]) -> None:
+            raise StorageError("disk gone")
+
+        tasks = BackgroundTasks()
+        removals = RemoveBatcher(remove_many, tasks)
+        removals.remove("a", 1)
+        removals.remove("b", 2)
+        await tasks.barrier("a")
+        await tasks.barrier("b")
+        await asyncio.sleep(0)
+
+    with caplog.at_level(logging.WARNING, logger="mqttq.broker"):
+        asyncio.run(scenario())
+    failures = [r.getMessage() for r in caplog.records if "remove failed" in r.getMessage()]
+    assert failures == ["storage remove failed: disk gone"]
