@@ -1,6 +1,7 @@
 """Broker memory: bytes per idle connection and per queued message, mqttq vs mosquitto.
 
-A benchmark, not a test. Each measurement starts a fresh broker (pinned like compare.py):
+A benchmark, not a test. Each measurement starts a fresh broker (pinned like compare.py,
+by the helpers of brokers.py):
 
 1. Idle connections: RSS (VmRSS) of the idle broker; then N MQTT 5 clients (clean start,
    keep alive 60 s, no subscription) connect from several client processes and stay idle;
@@ -38,21 +39,18 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from compare import (
-    DOCS,
+from brokers import (
     HOST,
     SQLITE_FILES,
     BrokerProcess,
     RunFailed,
     cores,
     install_sigterm_handler,
-    load_average,
-    machine_info,
     start_mosquitto,
     start_mqttq,
     stop_all,
-    write_section,
 )
+from compare_report import DOCS, load_average, machine_info, write_section
 
 from mqttq.bench.client import BenchClient, Counters
 from mqttq.bench.options import BenchError
