@@ -18,8 +18,9 @@ MARK_PUBREL: Final = "mark_pubrel"
 CLEAR: Final = "clear"
 TRIM: Final = "trim"
 SESSION_INFO: Final = "session_info"
+SESSION_NODE: Final = "session_node"
 
-NAMES: Final = (SAVE, FETCH, REMOVE, MARK_PUBREL, CLEAR, TRIM, SESSION_INFO)
+NAMES: Final = (SAVE, FETCH, REMOVE, MARK_PUBREL, CLEAR, TRIM, SESSION_INFO, SESSION_NODE)
 
 
 @cache

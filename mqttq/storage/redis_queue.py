@@ -37,7 +37,6 @@ from mqttq.storage.redis_pipeline import (
     Pipeliner,
     PipelineStatistics,
     ScriptCaller,
-    storage_error,
 )
 
 _log = logging.getLogger(__name__)
@@ -240,17 +239,9 @@ class RedisMessageQueue:
     async def mark_connected(self, client_id: str, connected: bool) -> None:
         """Record (or forget) that `client_id` is connected to this broker process, in
         `{client_id}_session_node`, which `mqttq session rm` checks before removing."""
-        client = self._client
-        if client is None:
-            raise self._not_running()
         key = SessionKeys(self.key_prefix, client_id).session_node
-        try:
-            if connected:
-                await client.set(key, self._node)
-            else:
-                await client.delete(key)
-        except (RedisError, OSError) as exc:
-            raise storage_error(exc) from exc
+        node = self._node if connected else ""
+        await self._running().call(self._scripts[lua.SESSION_NODE], (key,), (node,))
 
 
 async def _all(futures: list[asyncio.Future[Any]]) -> list[Any]:

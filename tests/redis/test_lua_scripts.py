@@ -423,6 +423,21 @@ def test_mark_connected_writes_the_session_node_marker(target: Target) -> None:
     run(target.queue(), body)
 
 
+def test_a_burst_of_connects_marks_every_session_over_one_connection(target: Target) -> None:
+    """300 clients connecting at once (more than redis-py's pool of 100 would open): every
+    marker is written, through the pipeline, not over a connection each."""
+
+    async def body(q: RedisMessageQueue) -> None:
+        before = q.statistics().calls
+        await asyncio.gather(*(q.mark_connected(f"c{n}", True) for n in range(300)))
+        assert q.statistics().calls - before == 300
+        assert all(target.raw.exists(f"{{c{n}}}_session_node") for n in range(300))
+        await asyncio.gather(*(q.mark_connected(f"c{n}", False) for n in range(300)))
+        assert not any(target.raw.exists(f"{{c{n}}}_session_node") for n in range(300))
+
+    run(target.queue(), body)
+
+
 def test_full_message_round_trip_is_exact(target: Target) -> None:
     message = replace(msg(1, expiry=50), retain=True, subscription_identifiers=(1, 2))
 
