@@ -314,8 +314,8 @@ _FETCH = (
     " WHERE client_id = ? ORDER BY serial"
 )
 _DELETE_EXPIRED = "DELETE FROM queue WHERE client_id = ? AND expires_at <= ?"
-# The JSON follows the entry's state too, as TBMQ's UPDATE_PACKET_TYPE script does.
 _REMOVE = "DELETE FROM queue WHERE client_id = ? AND packet_id = ?"
+# The JSON follows the entry's state too, as TBMQ's UPDATE_PACKET_TYPE script does.
 _MARK_PUBREL = (
     "UPDATE queue SET pubrel = 1, message = CASE WHEN json_valid(message)"
     " THEN json_set(message, '$.packetType', 'PUBREL') ELSE message END"
