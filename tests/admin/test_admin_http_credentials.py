@@ -13,17 +13,7 @@ from mqttq.auth.model import ClientType, Credential
 from mqttq.auth.passwords import verify_password
 from tests.admin.conftest import Api, RunAdmin
 from tests.admin.test_admin_http import API, assert_error
-
-CREDENTIAL_KEYS = {
-    "username",
-    "tenant",
-    "client_type",
-    "client_id_pattern",
-    "publish_acl",
-    "subscribe_acl",
-    "created_at",
-    "updated_at",
-}
+from tests.integration.admin_api import CREDENTIAL_KEYS
 
 
 def test_credential_lifecycle(admin: RunAdmin) -> None:

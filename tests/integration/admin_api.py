@@ -12,6 +12,21 @@ from typing import Any
 
 from tests.integration.waiting import wait_for
 
+CREDENTIAL_KEYS = frozenset(
+    {
+        "username",
+        "tenant",
+        "client_type",
+        "client_id_pattern",
+        "publish_acl",
+        "subscribe_acl",
+        "created_at",
+        "updated_at",
+    }
+)
+"""The fields of a credential as the admin API (and `mqttq credentials --json`) shows it:
+never a password or its hash."""
+
 
 class AdminApi:
     """Calls return (status, decoded JSON body or text)."""

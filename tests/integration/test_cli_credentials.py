@@ -24,7 +24,7 @@ from mqttq.auth.ports import AuthStore
 from mqttq.auth.postgres_store import PostgresAuthStore
 from mqttq.auth.sqlite_store import SqliteAuthStore
 from mqttq.limits.quota import Quota
-from tests.integration.admin_api import AdminApi
+from tests.integration.admin_api import CREDENTIAL_KEYS, AdminApi
 from tests.integration.helpers import Clients
 from tests.integration.test_cli_tenant import run_cli
 from tests.integration.waiting import DEADLINE, HOST, BrokerFactory
@@ -34,16 +34,6 @@ pytestmark = pytest.mark.mqttq_only
 
 
 DUPLICATE = "credential 'alice' already exists; use 'mqttq credentials passwd' or 'rm' first"
-CREDENTIAL_KEYS = {
-    "username",
-    "tenant",
-    "client_type",
-    "client_id_pattern",
-    "publish_acl",
-    "subscribe_acl",
-    "created_at",
-    "updated_at",
-}
 
 
 def read_credential(open_store: Callable[[], AuthStore], username: str) -> Credential | None:
