@@ -144,9 +144,9 @@ class KafkaProducer:
                 topic, value, key, headers=cast(Any, headers), on_delivery=report
             )
         except BufferError:
-            future.set_exception(KafkaClientError("Kafka producer queue is full"))
+            future.set_exception(KafkaClientError("kafka: producer queue is full"))
         except confluent_kafka.KafkaException as exc:
-            future.set_exception(KafkaClientError(f"Kafka produce failed: {exc}"))
+            future.set_exception(KafkaClientError(f"kafka: produce failed: {exc}"))
         return future
 
     def _poll(self) -> None:
@@ -195,7 +195,7 @@ def _settle(batch: list[tuple[asyncio.Future[Delivered], Any, Any]]) -> None:
         if future.done():
             continue
         if error is not None:
-            future.set_exception(KafkaClientError(f"Kafka did not confirm the record: {error}"))
+            future.set_exception(KafkaClientError(f"kafka: did not confirm the record: {error}"))
         else:
             future.set_result(Delivered(message.partition(), message.offset()))
 
@@ -251,7 +251,7 @@ class KafkaConsumer:
             error = message.error()
             if error is not None:
                 if error.fatal():
-                    raise KafkaClientError(f"Kafka consumer failed: {error}")
+                    raise KafkaClientError(f"kafka: consumer failed: {error}")
                 continue  # transient (broker down, rebalance): librdkafka retries
             _, timestamp = message.timestamp()
             records.append(
@@ -281,7 +281,7 @@ class KafkaConsumer:
         try:
             self._consumer.commit(offsets=partitions, asynchronous=False)
         except confluent_kafka.KafkaException as exc:
-            raise KafkaClientError(f"Kafka offset commit failed: {exc}") from None
+            raise KafkaClientError(f"kafka: offset commit failed: {exc}") from None
 
     async def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The group's committed offsets (-1001 where none), for lag and inspection."""
@@ -361,10 +361,10 @@ class KafkaAdmin:
             code = error.code() if isinstance(error, confluent_kafka.KafkaError) else None
             if code == confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS:
                 return False
-            raise KafkaClientError(f"cannot create Kafka topic {name!r}: {exc}") from None
+            raise KafkaClientError(f"kafka: cannot create topic {name!r}: {exc}") from None
         except TimeoutError:
             raise KafkaClientError(
-                f"cannot create Kafka topic {name!r}: no answer from Kafka in {timeout:g} s"
+                f"kafka: cannot create topic {name!r}: no answer from Kafka in {timeout:g} s"
             ) from None
         return True
 
@@ -375,10 +375,10 @@ class KafkaAdmin:
             metadata = self._admin.list_topics(name, timeout=timeout)
             topic = metadata.topics.get(name)
             if topic is None or topic.error is not None:
-                raise KafkaClientError(f"Kafka topic {name!r} not found")
+                raise KafkaClientError(f"kafka: topic {name!r} not found")
             return len(topic.partitions)
 
         try:
             return await asyncio.to_thread(describe)
         except confluent_kafka.KafkaException as exc:
-            raise KafkaClientError(f"cannot describe Kafka topic {name!r}: {exc}") from None
+            raise KafkaClientError(f"kafka: cannot describe topic {name!r}: {exc}") from None
