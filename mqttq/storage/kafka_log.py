@@ -6,6 +6,10 @@ publisher, so its messages stay in order), acks=all and idempotence. One consume
 broker marked `done`, so records read but not yet durably delivered are read again after a
 crash. A brand-new group starts at the earliest offset: nothing a publisher had
 acknowledged is skipped.
+
+The consumer is a static member of its group (`group.instance.id` = `instance_id`, which
+names the node and stays the same across its restarts): a node killed and started again
+gets its partitions back at once, instead of after the dead member's session timed out.
 """
 
 from __future__ import annotations
@@ -40,6 +44,9 @@ READ_WAIT: Final = 0.1
 LAG_INTERVAL: Final = 2.0
 """Seconds between consumer lag measurements."""
 
+SESSION_TIMEOUT_MS: Final = 10_000
+"""A node gone for this long loses its partitions to the other nodes of the group."""
+
 Offsets = dict[TopicPartition, int]
 
 
@@ -53,12 +60,14 @@ class KafkaMessageLog:
         topic_prefix: str = "tbmq.",
         partitions: int = 12,
         produce_timeout_ms: int = 10_000,
+        instance_id: str = "",
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.topic = f"{topic_prefix}{MSG_ALL}"
         self.group_id = f"{self.topic}.consumers"
         self.partitions = partitions
         self.produce_timeout_ms = produce_timeout_ms
+        self.instance_id = instance_id
         self._producer: KafkaProducer | None = None
         self._consumer: KafkaConsumer | None = None
         self._pending: Offsets = {}
@@ -76,7 +85,12 @@ class KafkaMessageLog:
         self._producer = KafkaProducer(
             self.bootstrap_servers, delivery_timeout_ms=self.produce_timeout_ms
         )
-        self._consumer = KafkaConsumer(self.bootstrap_servers, self.group_id, [self.topic])
+        membership: dict[str, Any] = {"session.timeout.ms": SESSION_TIMEOUT_MS}
+        if self.instance_id:
+            membership["group.instance.id"] = self.instance_id
+        self._consumer = KafkaConsumer(
+            self.bootstrap_servers, self.group_id, [self.topic], config=membership
+        )
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._commit_loop()), loop.create_task(self._lag_loop())]
 
