@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import json
 import logging
 import os
 import signal
-import socket
 import sys
 from collections.abc import Coroutine
 from pathlib import Path
@@ -212,15 +210,7 @@ def open_message_log(settings: Settings) -> MessageLog | None:
         topic_prefix=kafka.topic_prefix,
         partitions=kafka.msg_all_partitions,
         produce_timeout_ms=kafka.produce_timeout_ms,
-        instance_id=node_instance_id(settings),
     )
-
-
-def node_instance_id(settings: Settings) -> str:
-    """A name of this node that survives its restarts and differs between nodes: the
-    host name and a digest of the absolute data directory (one node per data dir)."""
-    where = str(settings.storage.data_dir.absolute()).encode()
-    return f"{socket.gethostname()}-{hashlib.sha256(where).hexdigest()[:12]}"
 
 
 def _run_event_loop(main: Coroutine[Any, Any, None]) -> None:

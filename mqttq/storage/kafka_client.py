@@ -22,6 +22,7 @@ import asyncio
 import collections
 import concurrent.futures
 import functools
+import logging
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -83,13 +84,18 @@ class Delivered:
     offset: int
 
 
+_LIBRDKAFKA_LOG: Final = logging.getLogger("mqttq.storage.librdkafka")
+
+
 def _common(bootstrap_servers: str, client_id: str) -> dict[str, Any]:
     return {
         "bootstrap.servers": bootstrap_servers,
         "client.id": client_id,
-        # librdkafka logs to stderr through its own logger otherwise; errors surface as
-        # failed deliveries and exceptions instead.
-        "log_level": 3,
+        # Through Python logging, not librdkafka's own stderr lines; only critical ones:
+        # an unreachable Kafka surfaces as failed deliveries and errors instead of a
+        # "Connect failed" line per retry.
+        "logger": _LIBRDKAFKA_LOG,
+        "log_level": 2,
     }
 
 

@@ -7,9 +7,11 @@ broker marked `done`, so records read but not yet durably delivered are read aga
 crash. A brand-new group starts at the earliest offset: nothing a publisher had
 acknowledged is skipped.
 
-The consumer is a static member of its group (`group.instance.id` = `instance_id`, which
-names the node and stays the same across its restarts): a node killed and started again
-gets its partitions back at once, instead of after the dead member's session timed out.
+A node killed without leaving the group holds its partitions until its session times out
+(SESSION_TIMEOUT_MS, Kafka's smallest by default): a node restarted at once reads again
+after that. (Static membership would avoid the wait, but librdkafka fences a static member
+for good when the Kafka node restarts under it.) A consumer that fails for good is
+replaced by a new one.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ READ_WAIT: Final = 0.1
 LAG_INTERVAL: Final = 2.0
 """Seconds between consumer lag measurements."""
 
-SESSION_TIMEOUT_MS: Final = 10_000
+SESSION_TIMEOUT_MS: Final = 6_000
 """A node gone for this long loses its partitions to the other nodes of the group."""
 
 Offsets = dict[TopicPartition, int]
@@ -60,14 +62,12 @@ class KafkaMessageLog:
         topic_prefix: str = "tbmq.",
         partitions: int = 12,
         produce_timeout_ms: int = 10_000,
-        instance_id: str = "",
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.topic = f"{topic_prefix}{MSG_ALL}"
         self.group_id = f"{self.topic}.consumers"
         self.partitions = partitions
         self.produce_timeout_ms = produce_timeout_ms
-        self.instance_id = instance_id
         self._producer: KafkaProducer | None = None
         self._consumer: KafkaConsumer | None = None
         self._pending: Offsets = {}
@@ -85,14 +85,17 @@ class KafkaMessageLog:
         self._producer = KafkaProducer(
             self.bootstrap_servers, delivery_timeout_ms=self.produce_timeout_ms
         )
-        membership: dict[str, Any] = {"session.timeout.ms": SESSION_TIMEOUT_MS}
-        if self.instance_id:
-            membership["group.instance.id"] = self.instance_id
-        self._consumer = KafkaConsumer(
-            self.bootstrap_servers, self.group_id, [self.topic], config=membership
-        )
+        self._consumer = self._new_consumer()
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._commit_loop()), loop.create_task(self._lag_loop())]
+
+    def _new_consumer(self) -> KafkaConsumer:
+        return KafkaConsumer(
+            self.bootstrap_servers,
+            self.group_id,
+            [self.topic],
+            config={"session.timeout.ms": SESSION_TIMEOUT_MS},
+        )
 
     def append(self, tenant: str, message: Message) -> asyncio.Future[Any]:
         """Produce `message`; resolves once every in-sync replica has it."""
@@ -106,7 +109,14 @@ class KafkaMessageLog:
         consumer = self._consumer
         if consumer is None:
             raise StorageError("kafka: the message log is not open")
-        records = await consumer.poll_batch(READ_BATCH, READ_WAIT)
+        try:
+            records = await consumer.poll_batch(READ_BATCH, READ_WAIT)
+        except KafkaClientError:
+            # Fatal for this consumer: start over from the committed offsets.
+            self._consumer = self._new_consumer()
+            with contextlib.suppress(KafkaClientError):
+                await consumer.close()
+            raise
         if not records:
             return None
         messages: list[tuple[str, Message]] = []

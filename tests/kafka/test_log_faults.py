@@ -13,6 +13,7 @@ from mqttq.model import Message
 from mqttq.storage.kafka_client import KafkaProducer
 from mqttq.storage.kafka_records import encode_message
 from tests.faults.test_broker_kill9 import TOPIC, publish_until_killed, receive_all
+from tests.integration.admin_api import AdminApi
 from tests.integration.helpers import Clients
 from tests.integration.raw_client import RawClient
 from tests.integration.waiting import BrokerFactory, wait_for
@@ -71,6 +72,21 @@ def test_kafka_stopped_refuses_then_recovers(
     while b"after" not in payloads:
         payloads += [m.payload for m in watcher.receive_messages(1)]
     assert b"lost-v5" not in payloads and b"lost-v3" not in payloads
+
+    metrics = _metrics(AdminApi(broker.data_dir).metrics())
+    assert metrics["mqttq_log_produce_failures_total"] >= 2 + codes.count(REFUSED)
+    assert metrics['mqttq_storage_latency_seconds_count{op="log_produce"}'] >= 2
+    assert "mqttq_log_consumer_lag" in metrics
+
+
+def _metrics(text: str) -> dict[str, float]:
+    """Prometheus text -> {name with labels: value}."""
+    found = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            found[name] = float(value)
+    return found
 
 
 @pytest.mark.parametrize(("qos", "level"), [(1, 4), (2, 5)])
