@@ -39,7 +39,7 @@ from brokers import (
 from compare import Scenario, Timing, bench_argv, run_bench
 
 sys.path.insert(0, str(REPO))
-from tests.kafka_service import KafkaServer  # noqa: E402 (the tests' Kafka launcher, reused)
+from tests.kafka_service import KafkaServer
 
 TBMQ_PER_CORE = 8_900
 """TBMQ's published figure: delivered msg/s per core, counting every component."""
