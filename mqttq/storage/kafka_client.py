@@ -258,7 +258,15 @@ class KafkaConsumer:
 
     def _poll_batch(self, max_records: int, timeout: float) -> list[Record]:
         records: list[Record] = []
-        for message in self._consumer.consume(max_records, timeout):
+        # consume(n, timeout) waits for n records or the timeout: wait for the first
+        # one only, then take what is already fetched.
+        first = self._consumer.poll(timeout)
+        if first is None:
+            return records
+        messages = [first]
+        if max_records > 1:
+            messages += self._consumer.consume(max_records - 1, 0)
+        for message in messages:
             error = message.error()
             if error is not None:
                 if error.fatal():
