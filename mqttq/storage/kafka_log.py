@@ -79,8 +79,12 @@ class KafkaMessageLog:
         self._undecodable = 0
 
     async def open(self) -> None:
-        """Create `<prefix>msg.all` when missing, then start producing and consuming."""
-        created = await KafkaAdmin(self.bootstrap_servers).ensure_topic(self.topic, self.partitions)
+        """Create `<prefix>msg.all` when missing, then start producing and consuming.
+        Raises KafkaClientError when Kafka does not answer within the produce timeout."""
+        admin = KafkaAdmin(self.bootstrap_servers)
+        created = await admin.ensure_topic(
+            self.topic, self.partitions, timeout=self.produce_timeout_ms / 1000
+        )
         if created:
             logger.info("created Kafka topic %s (%d partitions)", self.topic, self.partitions)
         self._producer = KafkaProducer(
