@@ -75,6 +75,8 @@ class KafkaMessageLog:
         self._pending: Offsets = {}
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._retired: set[asyncio.Future[None]] = set()
+        """Closing producers that failed for good."""
         self._lag = 0
         self._undecodable = 0
 
@@ -87,12 +89,13 @@ class KafkaMessageLog:
         )
         if created:
             logger.info("created Kafka topic %s (%d partitions)", self.topic, self.partitions)
-        self._producer = KafkaProducer(
-            self.bootstrap_servers, delivery_timeout_ms=self.produce_timeout_ms
-        )
+        self._producer = self._new_producer()
         self._consumer = self._new_consumer()
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._commit_loop()), loop.create_task(self._lag_loop())]
+
+    def _new_producer(self) -> KafkaProducer:
+        return KafkaProducer(self.bootstrap_servers, delivery_timeout_ms=self.produce_timeout_ms)
 
     def _new_consumer(self) -> KafkaConsumer:
         return KafkaConsumer(
@@ -104,10 +107,17 @@ class KafkaMessageLog:
 
     def append(self, tenant: str, message: Message) -> asyncio.Future[Any]:
         """Produce `message`; resolves once every in-sync replica has it."""
-        if self._producer is None:
+        producer = self._producer
+        if producer is None:
             raise StorageError("kafka: the message log is not open")
+        if producer.failed:  # fatal for this producer: a new one, the old one closed
+            logger.warning("the Kafka producer failed for good; starting a new one")
+            closing = asyncio.ensure_future(producer.close(0))
+            self._retired.add(closing)
+            closing.add_done_callback(self._retired.discard)
+            producer = self._producer = self._new_producer()
         key, value, headers = encode_message(tenant, message)
-        return self._producer.produce(self.topic, value, key, headers)
+        return producer.produce(self.topic, value, key, headers)
 
     async def read(self) -> LogBatch | None:
         """Up to READ_BATCH records (waiting up to READ_WAIT for the first), decoded."""
@@ -200,6 +210,8 @@ class KafkaMessageLog:
                     logger.warning("offsets not committed at close: %s", exc)
                 self._pending = {}
             await consumer.close()
+        if self._retired:
+            await asyncio.wait(self._retired)
         producer, self._producer = self._producer, None
         if producer is not None:
             await producer.close(self.produce_timeout_ms / 1000)
