@@ -331,8 +331,11 @@ class KafkaConsumer:
 
     async def lag(self) -> int:
         """Records in the assigned partitions not yet consumed (high watermark minus
-        position); 0 when nothing is assigned."""
-        return int(await self._run(self._lag))
+        position); 0 when nothing is assigned. KafkaClientError when Kafka cannot say."""
+        try:
+            return int(await self._run(self._lag))
+        except confluent_kafka.KafkaException as exc:
+            raise KafkaClientError(f"kafka: consumer lag unknown: {exc}") from None
 
     def _lag(self) -> int:
         consumer = self._consumer

@@ -179,7 +179,8 @@ class KafkaMessageLog:
         while True:
             await asyncio.sleep(LAG_INTERVAL)
             if self._consumer is not None:
-                self._lag = await self._consumer.lag()
+                with contextlib.suppress(KafkaClientError):  # Kafka away: keep the last
+                    self._lag = await self._consumer.lag()
 
     def statistics(self) -> dict[str, int]:
         """`log_consumer_lag`, `log_produce_queued`, `log_commit_failures`,
