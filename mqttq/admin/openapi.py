@@ -165,6 +165,11 @@ _SESSION_PROPERTIES: Final[JSON] = {
     "tenant": {"type": "string"},
     "client_type": {"type": "string", "enum": ["DEVICE", "APPLICATION"]},
     "connected": {"type": "boolean"},
+    "listener": {
+        "type": ["string", "null"],
+        "enum": ["tcp", "tls", "ws", "wss", None],
+        "description": "The listener the connected client came through; null offline.",
+    },
     "persistent": {"type": "boolean", "description": "Its session expiry interval is > 0."},
     "protocol_level": {"type": "integer", "description": "3 (3.1), 4 (3.1.1) or 5 (5.0)."},
     "expiry_interval": {"type": "integer", "minimum": 0, "description": "Seconds."},

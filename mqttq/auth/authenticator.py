@@ -169,6 +169,31 @@ class Authenticator:
             subscribe_acl=expand_acl(credential.subscribe_acl, client_id, username),
         )
 
+    async def authenticate_certificate(
+        self, *, username: str, client_id: str, tenant_property: str | None
+    ) -> Identity | AuthRefusal:
+        """The Identity of a client whose verified TLS certificate names it `username`
+        (its CN; `identity_as_username`): no password is asked for. With a credential of
+        that user name, its tenant, client id pattern and ACLs apply; without one, the
+        client is in the tenant it names (one no credential holds) with the rules of
+        anonymous clients. Raises AuthStoreError when the store cannot be read."""
+        credential = await self.store.get_credential(username)
+        if credential is None:
+            if tenant_property and await self.store.tenant_has_credentials(tenant_property):
+                return replace(_CLOSED_TENANT, tenant=tenant_property)
+            return Identity(
+                username, tenant_property or DEFAULT_TENANT, ClientType.DEVICE, None, None
+            )
+        if not client_id_allowed(credential.client_id_pattern, client_id):
+            return replace(_CLIENT_ID, tenant=credential.tenant)
+        return Identity(
+            username=username,
+            tenant=credential.tenant,
+            client_type=credential.client_type,
+            publish_acl=expand_acl(credential.publish_acl, client_id, username),
+            subscribe_acl=expand_acl(credential.subscribe_acl, client_id, username),
+        )
+
     async def _verified(self, username: str, text: str, password_hash: str) -> bool:
         digest = hmac.new(self._key, text.encode("utf-8"), hashlib.sha256).digest()
         key = (username, digest)

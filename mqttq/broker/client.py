@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from mqttq.broker.dispatch import HANDLERS
+from mqttq.broker.listeners import TCP, ListenerKind
 from mqttq.broker.pending import OrderedSteps
 from mqttq.codec.enums import ReasonCode
 from mqttq.codec.packets import (
@@ -63,6 +64,7 @@ class Client(asyncio.Protocol):
         "counted",
         "identity",
         "life",
+        "listener",
         "normal_disconnect",
         "session",
         "space",
@@ -71,8 +73,10 @@ class Client(asyncio.Protocol):
         "writable",
     )
 
-    def __init__(self, life: Lifecycle) -> None:
+    def __init__(self, life: Lifecycle, listener: ListenerKind = TCP) -> None:
         self.life = life
+        self.listener = listener
+        """The listener the connection came through (tcp, tls, ws, wss)."""
         self._loop = life.loop
         self.conn = MqttConnection(life.limits, self._loop.time())
         self.transport: asyncio.Transport | None = None
