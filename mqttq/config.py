@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Final, get_type_hints
 
+from mqttq.auth.rules import AclRule, parse_rule
 from mqttq.errors import ConfigError
 from mqttq.limits.quota import Quota
 
@@ -202,6 +203,9 @@ class AuthSettings:
     """always | loopback (only connections to a loopback address) | never."""
     store: str = "sqlite"
     """sqlite (auth.db in the data dir) | postgres ([postgres] url)."""
+    anonymous_acl: tuple[AclRule, ...] = ()
+    """`[[auth.anonymous_acl]]` rules for clients without credentials (first match wins,
+    no match: denied); none: anonymous clients are unrestricted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,11 +304,13 @@ _SUBSECTIONS: Final = {
     "kafka": ("application",),
 }
 """Sections holding tables of their own (`[mqtt_limit.cluster]`)."""
+_RULE_LISTS: Final = {"auth": ("anonymous_acl",)}
+"""Keys holding arrays of ACL rule tables (`[[auth.anonymous_acl]]`): TOML only."""
 _TYPES: Final[dict[str, dict[str, type]]] = {
     name: {
         f.name: get_type_hints(cls)[f.name]
         for f in fields(cls)
-        if f.name not in _SUBSECTIONS.get(name, ())
+        if f.name not in _SUBSECTIONS.get(name, ()) and f.name not in _RULE_LISTS.get(name, ())
     }
     for name, cls in _SECTIONS.items()
 }
@@ -495,7 +501,9 @@ def _apply_toml(
             raise ConfigError(section, f"must be a table [{section}], got {_describe(table)}")
         subsections = _SUBSECTIONS.get(section, ())
         for key, raw in table.items():
-            if key in subsections:
+            if key in _RULE_LISTS.get(section, ()):
+                values[section][key] = _rule_list(f"{section}.{key}", raw, origin)
+            elif key in subsections:
                 inner = f"{section}.{key}"
                 if not isinstance(raw, dict):
                     raise ConfigError(inner, f"must be a table [{inner}], got {_describe(raw)}")
@@ -506,6 +514,20 @@ def _apply_toml(
                 _store(values, f"{section}.{key}", raw, origin, text=False)
         present.add(section)
     return present
+
+
+def _rule_list(dotted: str, raw: object, origin: str) -> tuple[AclRule, ...]:
+    if not isinstance(raw, list):
+        raise ConfigError(dotted, f"must be an array of tables [[{dotted}]] ({origin})")
+    rules = []
+    for number, table in enumerate(raw, start=1):
+        if not isinstance(table, dict):
+            raise ConfigError(dotted, f"rule {number} must be a table, got {_describe(table)}")
+        try:
+            rules.append(parse_rule(table))
+        except ValueError as exc:
+            raise ConfigError(dotted, f"rule {number}: {exc} ({origin})") from None
+    return tuple(rules)
 
 
 def _store(

@@ -8,7 +8,6 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from mqttq.auth.acl import may_publish
 from mqttq.auth.authenticator import AuthRefusal, Identity
 from mqttq.auth.model import DEFAULT_TENANT
 from mqttq.auth.ports import AuthStoreError
@@ -66,8 +65,7 @@ async def admit(
         client.refuse(result.reason_code, result.message)
         return None
     will = packet.will
-    acl = result.publish_acl
-    if will is not None and acl is not None and not may_publish(acl, will.topic):
+    if will is not None and not result.may_publish(will.topic):
         limits.count_refusal(result.tenant, "acl_publish")
         client.refuse(ReasonCode.NOT_AUTHORIZED, "the will topic is not allowed")
         return None

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from mqttq.auth.acl import may_publish
 from mqttq.broker.hub import Fanout
 from mqttq.codec.enums import ReasonCode
 from mqttq.codec.packets import (
@@ -69,9 +68,8 @@ def on_publish(client: Client, packet: PublishPacket) -> None:
     identity = client.identity
     space = client.space
     assert identity is not None and space is not None  # set before CONNACK
-    acl = identity.publish_acl
     limits = client.life.hub.limits
-    if acl is not None and not may_publish(acl, packet.topic):
+    if not identity.may_publish(packet.topic):
         limits.count_refusal(space.name, "acl_publish")
         _refuse_publish(client, packet, ReasonCode.NOT_AUTHORIZED)
         return
@@ -190,8 +188,8 @@ def on_subscribe(client: Client, packet: SubscribePacket) -> None:
     session = _session(client)
     hub = client.life.hub
     identity = client.identity
-    acl = None if identity is None else identity.subscribe_acl
-    codes, retained, granted = hub.subscribe(session, packet, acl)
+    allowed = None if identity is None else identity.may_subscribe
+    codes, retained, granted = hub.subscribe(session, packet, allowed)
     save = hub.save_session(session) if session.persistent and granted else None
     client.steps.add(save, partial(_suback, client, packet.packet_id, codes, granted))
     for subscription, messages in retained:

@@ -53,7 +53,11 @@ class Broker:
             tcp_rate=limit.max_tcp_connection_rate,
             now=time.monotonic(),
         )
-        self.authenticator = Authenticator(self.auth_store, anonymous=settings.auth.anonymous)
+        self.authenticator = Authenticator(
+            self.auth_store,
+            anonymous=settings.auth.anonymous,
+            anonymous_acl=settings.auth.anonymous_acl,
+        )
         self.hub = Hub(settings.mqtt, storage, self.limits)
         self.started_at = time.time()
         self._life: Lifecycle | None = None
