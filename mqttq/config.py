@@ -223,6 +223,9 @@ class AdminSettings:
     enabled: bool = True
     host: str = "127.0.0.1"
     port: int = 18083
+    required: bool = False
+    """False: when the port is taken, the broker starts anyway with the admin API off (and
+    a warning); true: that is a start-up error."""
     token: str = ""
     """Bearer token; empty: generated once into <data_dir>/admin-token (mode 0600)."""
     max_request_rate: float = 50.0
