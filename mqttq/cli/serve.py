@@ -236,10 +236,15 @@ async def _serve(
             write_ready_file(ready_file, os.getpid(), broker.port, broker.ports)
             written = ready_file
         if announce:
-            _announce(settings, broker.port)
+            _announce(settings, broker.ports)
         log.info(
             "listening",
-            extra={"host": settings.listener.host, "port": broker.port, "mode": "embedded"},
+            extra={
+                "host": settings.listener.host,
+                "port": broker.port,
+                "mode": "embedded",
+                "listeners": broker.ports,
+            },
         )
         serving = asyncio.create_task(broker.serve_forever())
         stopping = asyncio.create_task(stop.wait())
@@ -301,12 +306,16 @@ def write_ready_file(
         ) from exc
 
 
-def _announce(settings: Settings, port: int) -> None:
+def _announce(settings: Settings, ports: Mapping[str, int]) -> None:
     host = settings.listener.host
-    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    shown = f"[{host}]" if ":" in host else host
+    address = f"{shown}:{ports.get('tcp', 0)}"
+    others = ", ".join(f"{name} {shown}:{port}" for name, port in ports.items() if name != "tcp")
     if settings.storage.backend == "memory":
         where = "in memory: nothing survives a restart"
     else:
         where = f"data dir {settings.storage.data_dir.absolute()}"
     line = Text.assemble("mqttq listening on ", (address, "bold"), f" (embedded, {where})")
+    if others:
+        line.append(f"; also {others}")
     Console(stderr=True, soft_wrap=True, highlight=False).print(line)
