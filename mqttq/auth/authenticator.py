@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from mqttq.auth.acl import client_id_allowed, expand_acl, may_publish, may_subscribe
-from mqttq.auth.model import DEFAULT_TENANT, ClientType
+from mqttq.auth.model import DEFAULT_TENANT, ClientType, Credential
 from mqttq.auth.passwords import verify_password
 from mqttq.auth.ports import AuthStore
 from mqttq.auth.rules import AclRule, AclRules
@@ -109,6 +109,20 @@ _CLOSED_TENANT = AuthRefusal(
 )
 
 
+def _credential_identity(credential: Credential, client_id: str, username: str) -> Identity:
+    """The Identity a credential gives: its tenant, type, allow lists and rules, with
+    `%c` / `%u` expanded."""
+    rules = credential.acl_rules
+    return Identity(
+        username=username,
+        tenant=credential.tenant,
+        client_type=credential.client_type,
+        publish_acl=expand_acl(credential.publish_acl, client_id, username),
+        subscribe_acl=expand_acl(credential.subscribe_acl, client_id, username),
+        rules=AclRules(rules).expanded(client_id, username) if rules else None,
+    )
+
+
 def _password_text(password: bytes | None) -> str | None:
     """The password as text; None when it is missing or not UTF-8 (no credential's
     password can be either: they are set as text)."""
@@ -182,13 +196,7 @@ class Authenticator:
             return replace(_WRONG, tenant=credential.tenant)
         if not client_id_allowed(credential.client_id_pattern, client_id):
             return replace(_CLIENT_ID, tenant=credential.tenant)
-        return Identity(
-            username=username,
-            tenant=credential.tenant,
-            client_type=credential.client_type,
-            publish_acl=expand_acl(credential.publish_acl, client_id, username),
-            subscribe_acl=expand_acl(credential.subscribe_acl, client_id, username),
-        )
+        return _credential_identity(credential, client_id, username)
 
     async def authenticate_certificate(
         self, *, username: str, client_id: str, tenant_property: str | None
@@ -205,13 +213,7 @@ class Authenticator:
             return self._anonymous_identity(username, client_id, tenant_property)
         if not client_id_allowed(credential.client_id_pattern, client_id):
             return replace(_CLIENT_ID, tenant=credential.tenant)
-        return Identity(
-            username=username,
-            tenant=credential.tenant,
-            client_type=credential.client_type,
-            publish_acl=expand_acl(credential.publish_acl, client_id, username),
-            subscribe_acl=expand_acl(credential.subscribe_acl, client_id, username),
-        )
+        return _credential_identity(credential, client_id, username)
 
     def _anonymous_identity(
         self, username: str | None, client_id: str, tenant_property: str | None

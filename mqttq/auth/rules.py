@@ -20,7 +20,7 @@ from mqttq.auth.acl import expand_acl, filter_covers
 from mqttq.errors import ProtocolError
 from mqttq.routing.topics import filter_matches, parse_shared, validate_topic_filter
 
-__all__ = ["ACTIONS", "PERMISSIONS", "AclRule", "AclRules", "parse_rule"]
+__all__ = ["ACTIONS", "PERMISSIONS", "AclRule", "AclRules", "parse_rule", "rule_dict"]
 
 PERMISSIONS: Final = ("allow", "deny")
 ACTIONS: Final = ("publish", "subscribe", "all")
@@ -62,6 +62,11 @@ def parse_rule(raw: Mapping[str, object]) -> AclRule:
             f"topic {values['topic']!r} is not a valid topic filter: {error}"
         ) from None
     return AclRule(values["permission"], values["action"], values["topic"])
+
+
+def rule_dict(rule: AclRule) -> dict[str, str]:
+    """The rule as a JSON object / TOML table: the form `parse_rule` reads."""
+    return {"permission": rule.permission, "action": rule.action, "topic": rule.topic}
 
 
 class AclRules:

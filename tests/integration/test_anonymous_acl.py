@@ -1,15 +1,19 @@
-"""`[[auth.anonymous_acl]]` with real clients: a refused subscription gets 0x80 in a 3.1.1
-SUBACK and 0x87 at 5.0; a refused PUBLISH gets PUBACK 0x87 at 5.0 and is dropped at 3.1.1
-(acknowledged, never delivered); the first matching rule decides."""
+"""ACL rules with real clients: `[[auth.anonymous_acl]]` (a refused subscription gets 0x80
+in a 3.1.1 SUBACK and 0x87 at 5.0; a refused PUBLISH gets PUBACK 0x87 at 5.0 and is
+dropped at 3.1.1, acknowledged and never delivered; the first matching rule decides),
+and the same rules on a credential (admin API, `mqttq credentials add --rule`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import BrokerFactory, BrokerProcess
-from tests.integration.paho_client import PahoClients
+from tests.integration.admin_api import AdminApi
+from tests.integration.paho_client import PahoClient, PahoClients
+from tests.integration.test_cli_tenant import run_cli
 
 pytestmark = pytest.mark.mqttq_only
 
@@ -77,3 +81,58 @@ def test_refused_publishes_get_0x87_at_5_and_are_dropped_at_3_1_1(
     assert [m.payload for m in listener.wait_messages(1)] == [b"allowed"]
     assert old.publish("news/y", b"allowed too", 1) == 0
     assert [m.payload for m in listener.wait_messages(2)] == [b"allowed", b"allowed too"]
+
+
+# --- the same rules on a credential ---------------------------------------------------------
+
+RULES = [
+    {"permission": "deny", "action": "subscribe", "topic": "devices/%c/secret"},
+    {"permission": "allow", "action": "all", "topic": "devices/%c/#"},
+    {"permission": "allow", "action": "subscribe", "topic": "broadcast/#"},
+]
+
+
+def test_credential_rules_decide_with_the_allow_lists(
+    broker_factory: BrokerFactory, paho_clients: PahoClients
+) -> None:
+    broker = broker_factory(config='[auth]\nanonymous = "never"\n')
+    api = AdminApi(broker.data_dir)
+    shown = api.add_credential("ruled", "pw", acl_rules=RULES)
+    assert shown["acl_rules"] == RULES
+    status, refused = api.call(
+        "POST",
+        "/api/v1/credentials",
+        {"username": "bad", "password": "pw", "acl_rules": [{"permission": "maybe"}]},
+    )
+    assert (status, refused["field"]) == (400, "acl_rules")
+
+    device = paho_clients.track(PahoClient(broker.port, "r1", protocol=5))
+    device.client.username_pw_set("ruled", "pw")
+    device.connect()
+    assert device.subscribe("devices/r1/secret", 1) == [0x87]  # the first rule
+    assert device.subscribe("devices/r1/#", 1) == [1]
+    assert device.subscribe("broadcast/news", 1) == [1]
+    assert device.subscribe("devices/r2/#", 1) == [0x87]  # no rule matches: denied
+    assert device.publish("broadcast/news", b"x", 1) == 0x87  # subscribe-only rule
+    assert device.publish("devices/r1/up", b"mine", 1) == 0
+    assert [m.payload for m in device.wait_messages(1)] == [b"mine"]
+
+
+def test_cli_rule_flags(tmp_path: Path) -> None:
+    common = ("--data-dir", str(tmp_path))
+    added = run_cli(
+        "credentials", "add", "ruled", "--password", "pw",
+        "--rule", "deny subscribe devices/%c/secret", "--rule", "allow all devices/%c/#",
+        "--rule", "allow subscribe broadcast/#", "--json", *common,
+    )  # fmt: skip
+    assert added.code == 0, added.stderr
+    assert added.json()["acl_rules"] == RULES
+    table = run_cli("credentials", "show", "ruled", *common)
+    assert "deny subscribe devices/%c/secret" in table.stdout
+    for bad, fragment in (
+        ("deny subscribe", "PERMISSION ACTION FILTER"),
+        ("maybe all #", "permission"),
+    ):
+        refused = run_cli("credentials", "add", "other", "--password", "pw", "--rule", bad, *common)
+        assert refused.code == 2, refused.stderr
+        assert fragment in refused.error() and len(refused.stderr.strip().splitlines()) == 1
