@@ -55,7 +55,8 @@ async def open_endpoints(
     max_packet_size: int,
 ) -> Endpoints:
     """Check the TLS files (ConfigError naming the key), then bind every configured
-    listener on `listener.host`; on a failure the ones already bound are closed."""
+    listener on `listener.host`; on a failure the ones already bound are closed.
+    `handshake_timeout` bounds a TLS handshake and a WebSocket upgrade."""
     tls = wss = None
     if listener.tls.enabled:
         tls = CertificateHolder(listener.tls, "listener.tls")
@@ -69,7 +70,7 @@ async def open_endpoints(
         return lambda: Client(life, kind)
 
     def websocket(kind: ListenerKind, path: str) -> Callable[[], asyncio.Protocol]:
-        return lambda: WebSocketConnection(clients(kind), path, max_size)
+        return lambda: WebSocketConnection(clients(kind), path, max_size, handshake_timeout)
 
     plan: list[tuple[str, int, Callable[[], asyncio.Protocol], CertificateHolder | None]] = [
         ("tcp", listener.port, clients(TCP), None)

@@ -90,15 +90,23 @@ class WebSocketTransport(asyncio.Transport):
 
 class WebSocketConnection(asyncio.Protocol):
     """One WebSocket connection (see the module docstring). `app_factory` makes the MQTT
-    protocol once the upgrade on `path` succeeded; `max_size` bounds one message."""
+    protocol once the upgrade on `path` succeeded; `max_size` bounds one message; a
+    connection not upgraded within `upgrade_timeout` seconds is closed (the MQTT connect
+    timeout only starts with the MQTT protocol)."""
 
-    __slots__ = ("_app_factory", "_path", "_raw", "_ws", "app")
+    __slots__ = ("_app_factory", "_path", "_raw", "_timeout", "_upgrade_timer", "_ws", "app")
 
     def __init__(
-        self, app_factory: Callable[[], asyncio.Protocol], path: str, max_size: int
+        self,
+        app_factory: Callable[[], asyncio.Protocol],
+        path: str,
+        max_size: int,
+        upgrade_timeout: float,
     ) -> None:
         self._app_factory = app_factory
         self._path = path
+        self._timeout = upgrade_timeout
+        self._upgrade_timer: asyncio.TimerHandle | None = None
         self._ws = ServerProtocol(
             subprotocols=list(SUBPROTOCOLS),
             select_subprotocol=_select_subprotocol,
@@ -112,6 +120,14 @@ class WebSocketConnection(asyncio.Protocol):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._raw = cast(asyncio.Transport, transport)
+        loop = asyncio.get_running_loop()
+        self._upgrade_timer = loop.call_later(self._timeout, self._upgrade_timed_out)
+
+    def _upgrade_timed_out(self) -> None:
+        self._upgrade_timer = None
+        if self.app is None and self._raw is not None:
+            logger.debug("no WebSocket upgrade within %.0f s: closing", self._timeout)
+            self._raw.abort()
 
     def data_received(self, data: bytes) -> None:
         ws = self._ws
@@ -129,6 +145,8 @@ class WebSocketConnection(asyncio.Protocol):
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._upgrade_timer is not None:
+            self._upgrade_timer.cancel()
         if self.app is not None:
             self.app.connection_lost(exc)
 
@@ -153,6 +171,9 @@ class WebSocketConnection(asyncio.Protocol):
             return
         raw = self._raw
         assert raw is not None
+        if self._upgrade_timer is not None:
+            self._upgrade_timer.cancel()
+            self._upgrade_timer = None
         self.app = self._app_factory()
         self.app.connection_made(WebSocketTransport(self, raw))
 

@@ -5,6 +5,8 @@ path, and text frames refused [MQTT-6.0.0-1]."""
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import ssl
 from collections.abc import Iterator
 
@@ -144,3 +146,18 @@ def test_wss_serves_the_certificate(web_broker: BrokerProcess, pki: Pki) -> None
     stranger = ssl.create_default_context(cafile=str(make_pki(pki.directory / "x").cafile))
     with pytest.raises(ssl.SSLCertVerificationError):
         connect(url, ssl=stranger, subprotocols=["mqtt"], open_timeout=DEADLINE)
+
+
+def test_connections_that_never_upgrade_or_handshake_are_closed(
+    broker_factory: BrokerFactory, pki: Pki
+) -> None:
+    broker = broker_factory(
+        config="[mqtt]\nconnect_timeout = 1\n[listener.ws]\nport = 0\n"
+        f'[listener.wss]\nport = 0\ncertfile = "{pki.certfile}"\nkeyfile = "{pki.keyfile}"\n'
+    )
+    listening = ports(broker)
+    for name, first_bytes in (("ws", b"GET /mqtt HTTP/1.1\r\nHost: x\r\n"), ("wss", b"")):
+        with socket.create_connection((HOST, listening[name]), timeout=DEADLINE * 2) as silent:
+            silent.sendall(first_bytes)  # a request that never ends; no ClientHello at all
+            with contextlib.suppress(ConnectionResetError):  # a reset closes it too
+                assert silent.recv(1024) == b"", name
