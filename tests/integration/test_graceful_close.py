@@ -60,26 +60,37 @@ def read_to_end(sock: socket.socket) -> tuple[bytes, BaseException | None]:
     return received, TimeoutError("the broker never closed")
 
 
-@pytest.mark.parametrize("run", range(3))
 def test_receive_maximum_disconnect_is_read_by_a_client_that_keeps_writing(
-    broker_factory: BrokerFactory, run: int
+    broker_factory: BrokerFactory,
 ) -> None:
     broker = broker_factory(config="[mqtt]\nreceive_maximum = 2\n")
-    with socket.create_connection((HOST, broker.port), timeout=DEADLINE) as sock:
-        sock.sendall(connect_packet(f"greedy-{run}", level=5))
+    for run in range(3):  # the issue saw a reset 3 runs of 3
+        received, error, write_errors = greedy_client(broker.port, f"greedy-{run}")
+        packets = split_packets(received)
+        disconnects = [body for first, body in packets if first >> 4 == DISCONNECT]
+        assert len(disconnects) == 1, packets
+        assert parse_packet(DISCONNECT << 4, disconnects[0], v5=True).reason_code == (
+            RC.RECEIVE_MAXIMUM_EXCEEDED
+        )
+        assert error is None, f"the stream ended with {error!r} instead of a clean close"
+        assert write_errors == []
+
+
+def greedy_client(port: int, client_id: str) -> tuple[bytes, BaseException | None, list[OSError]]:
+    """A 5.0 client that sends QoS 2 PUBLISHes without releasing them and goes on writing
+    after the third: what it read, how its reading ended, and its write errors."""
+    with socket.create_connection((HOST, port), timeout=DEADLINE) as sock:
+        sock.sendall(connect_packet(client_id, level=5))
         header = sock.recv(2)
         assert header[0] >> 4 == CONNACK
         sock.recv(header[1])
         write_errors: list[OSError] = []
 
         def keep_writing() -> None:
-            # QoS 2 PUBLISHes never released: the third exceeds Receive Maximum; the
-            # client goes on writing for a while after the broker's DISCONNECT.
             try:
                 for packet_id in range(1, 301):
-                    sock.sendall(
-                        publish_packet("rm/t", b"x" * 512, v5=True, qos=2, packet_id=packet_id)
-                    )
+                    packet = publish_packet("rm/t", b"x" * 512, v5=True, qos=2, packet_id=packet_id)
+                    sock.sendall(packet)
                     if packet_id % 20 == 0:
                         time.sleep(0.01)
             except OSError as error:
@@ -89,11 +100,4 @@ def test_receive_maximum_disconnect_is_read_by_a_client_that_keeps_writing(
         writer.start()
         received, error = read_to_end(sock)
         writer.join(timeout=DEADLINE * 3)
-    packets = split_packets(received)
-    disconnects = [body for first, body in packets if first >> 4 == DISCONNECT]
-    assert len(disconnects) == 1, packets
-    assert parse_packet(DISCONNECT << 4, disconnects[0], v5=True).reason_code == (
-        RC.RECEIVE_MAXIMUM_EXCEEDED
-    )
-    assert error is None, f"the stream ended with {error!r} instead of a clean close"
-    assert write_errors == []
+    return received, error, write_errors
