@@ -31,6 +31,10 @@ SUBPROTOCOLS: Final = (Subprotocol("mqtt"), Subprotocol("mqttv3.1"))
 CLOSE_NORMAL: Final = 1000
 CLOSE_UNSUPPORTED_DATA: Final = 1003
 """A text frame: MQTT is sent in binary frames only [MQTT-6.0.0-1]."""
+CLOSE_TIMEOUT: Final = 2.0
+"""Seconds the broker waits for the client's Close frame after sending its own; frames
+arriving meanwhile are read and dropped, so the client reads what was sent before the
+Close (a DISCONNECT's reason code) instead of a reset."""
 
 
 class WebSocketTransport(asyncio.Transport):
@@ -180,7 +184,12 @@ class WebSocketConnection(asyncio.Protocol):
     def _frame(self, frame: Frame) -> None:
         if frame.opcode is Opcode.TEXT:
             self._ws.send_close(CLOSE_UNSUPPORTED_DATA, "MQTT needs binary frames")
-        elif frame.opcode in (Opcode.BINARY, Opcode.CONT) and self.app is not None and frame.data:
+        elif (
+            frame.opcode in (Opcode.BINARY, Opcode.CONT)
+            and self.app is not None
+            and frame.data
+            and self._ws.state.name == "OPEN"  # closing: dropped
+        ):
             # An MQTT packet may continue in the next frame: the client parses a stream.
             self.app.data_received(bytes(frame.data))
 
@@ -192,13 +201,15 @@ class WebSocketConnection(asyncio.Protocol):
         self._flush()
 
     def close(self, code: int) -> None:
-        """Start the closing handshake, then close the network connection."""
+        """Start the closing handshake; the network connection closes when the client's
+        Close frame arrives, or after CLOSE_TIMEOUT."""
         ws = self._ws
         if ws.state.name == "OPEN":
             ws.send_close(code)
         self._flush()
-        if self._raw is not None and not self._raw.is_closing():
-            self._raw.close()
+        raw = self._raw
+        if raw is not None and not raw.is_closing():
+            asyncio.get_running_loop().call_later(CLOSE_TIMEOUT, _close_if_open, raw)
 
     def _flush(self) -> None:
         raw = self._raw
@@ -210,6 +221,11 @@ class WebSocketConnection(asyncio.Protocol):
             else:  # the protocol says: end of the stream
                 raw.close()
                 return
+
+
+def _close_if_open(raw: asyncio.Transport) -> None:
+    if not raw.is_closing():
+        raw.close()
 
 
 def _select_subprotocol(

@@ -9,8 +9,11 @@ import threading
 import time
 
 import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect
 
 from tests.conftest import BrokerFactory
+from tests.integration.test_tls import ports
 from tests.integration.waiting import DEADLINE, HOST
 from tests.integration.wire import (
     CONNACK,
@@ -101,3 +104,42 @@ def greedy_client(port: int, client_id: str) -> tuple[bytes, BaseException | Non
         received, error = read_to_end(sock)
         writer.join(timeout=DEADLINE * 3)
     return received, error, write_errors
+
+
+def test_over_websocket_the_disconnect_is_read_and_the_close_is_clean(
+    broker_factory: BrokerFactory,
+) -> None:
+    broker = broker_factory(config="[mqtt]\nreceive_maximum = 2\n[listener.ws]\nport = 0\n")
+    port = ports(broker)["ws"]
+    with connect(f"ws://{HOST}:{port}/mqtt", subprotocols=["mqtt"]) as socket_:
+        socket_.send(connect_packet("greedy-ws", level=5))
+        received = socket_.recv(timeout=DEADLINE)
+        assert isinstance(received, bytes) and received[0] >> 4 == CONNACK
+        write_errors: list[Exception] = []
+
+        def keep_writing() -> None:
+            try:
+                for packet_id in range(1, 301):
+                    packet = publish_packet("rm/t", b"x" * 512, v5=True, qos=2, packet_id=packet_id)
+                    socket_.send(packet)
+                    if packet_id % 20 == 0:
+                        time.sleep(0.01)
+            except ConnectionClosed as error:
+                write_errors.append(error)
+
+        writer = threading.Thread(target=keep_writing)
+        writer.start()
+        data = b""
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                message = socket_.recv(timeout=DEADLINE * 2)
+                assert isinstance(message, bytes)
+                data += message
+        writer.join(timeout=DEADLINE * 3)
+    disconnects = [body for first, body in split_packets(data) if first >> 4 == DISCONNECT]
+    assert len(disconnects) == 1, split_packets(data)
+    assert parse_packet(DISCONNECT << 4, disconnects[0], v5=True).reason_code == (
+        RC.RECEIVE_MAXIMUM_EXCEEDED
+    )
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1000, closed.value
+    assert all(error.rcvd is not None for error in write_errors), write_errors  # no reset
