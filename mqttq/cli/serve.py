@@ -104,8 +104,9 @@ def serve(
         Path | None,
         typer.Option(
             metavar="PATH",
-            help='Once listening, write {"pid": ..., "mqtt_port": ...} as JSON to this file '
-            "(atomically; removed again on a clean stop). For scripts and tests.",
+            help='Once listening, write {"pid": ..., "mqtt_port": ...} (and tls_port, ws_port, '
+            "wss_port for those listeners) as JSON to this file (atomically; removed again "
+            "on a clean stop). For scripts and tests.",
         ),
     ] = None,
 ) -> None:
