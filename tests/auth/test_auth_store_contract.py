@@ -451,3 +451,28 @@ def test_text_that_is_not_utf8_is_auth_store_error(
         assert await store.get_credential("alice") is not None
 
     run_with(make_auth_store(), body)
+
+
+def test_postgres_table_of_an_older_mqttq_gains_acl_rules(
+    postgres_server: PostgresServer, postgres_url: str
+) -> None:
+    dbname = postgres_url.rsplit("/", 1)[1]
+    postgres_server.psql(
+        "CREATE TABLE mqtt_client_credentials (username text PRIMARY KEY, password_hash text "
+        "NOT NULL, tenant text NOT NULL, client_type text NOT NULL, client_id_pattern text, "
+        "publish_acl text[] NOT NULL, subscribe_acl text[] NOT NULL, created_at double "
+        "precision NOT NULL, updated_at double precision NOT NULL); "
+        "INSERT INTO mqtt_client_credentials VALUES ('old', 'h', 'default', 'DEVICE', NULL, "
+        "ARRAY['a/#'], ARRAY['#'], 1, 2)",
+        dbname,
+    )
+
+    async def body(store: AuthStore) -> None:
+        old = await store.get_credential("old")
+        assert old is not None
+        assert (old.publish_acl, old.acl_rules) == (("a/#",), ())
+        await store.put_credential(dataclasses.replace(old, acl_rules=FULL.acl_rules))
+        again = await store.get_credential("old")
+        assert again is not None and again.acl_rules == FULL.acl_rules
+
+    run_with(PostgresAuthStore(postgres_url), body)
