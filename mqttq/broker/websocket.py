@@ -19,6 +19,7 @@ from typing import Any, Final, cast
 from websockets.exceptions import NegotiationError
 from websockets.frames import Frame, Opcode
 from websockets.http11 import Request
+from websockets.protocol import State
 from websockets.server import ServerProtocol
 from websockets.typing import Subprotocol
 
@@ -183,12 +184,13 @@ class WebSocketConnection(asyncio.Protocol):
 
     def _frame(self, frame: Frame) -> None:
         if frame.opcode is Opcode.TEXT:
-            self._ws.send_close(CLOSE_UNSUPPORTED_DATA, "MQTT needs binary frames")
+            if self._ws.state is State.OPEN:
+                self._ws.send_close(CLOSE_UNSUPPORTED_DATA, "MQTT needs binary frames")
         elif (
             frame.opcode in (Opcode.BINARY, Opcode.CONT)
             and self.app is not None
             and frame.data
-            and self._ws.state.name == "OPEN"  # closing: dropped
+            and self._ws.state is State.OPEN  # closing: dropped
         ):
             # An MQTT packet may continue in the next frame: the client parses a stream.
             self.app.data_received(bytes(frame.data))
@@ -204,7 +206,7 @@ class WebSocketConnection(asyncio.Protocol):
         """Start the closing handshake; the network connection closes when the client's
         Close frame arrives, or after CLOSE_TIMEOUT."""
         ws = self._ws
-        if ws.state.name == "OPEN":
+        if ws.state is State.OPEN:
             ws.send_close(code)
         self._flush()
         raw = self._raw
