@@ -15,16 +15,65 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Final, get_type_hints
 
+from mqttq.auth.rules import AclRule, parse_rule
 from mqttq.errors import ConfigError
 from mqttq.limits.quota import Quota
 
 
 @dataclass(frozen=True, slots=True)
+class TlsListenerSettings:
+    """`[listener.tls]`: MQTT over TLS; off unless the table is present."""
+
+    enabled: bool = False
+    """True when the table is present in the file (or set explicitly)."""
+    port: int = 8883
+    certfile: str = ""
+    """PEM file of the server certificate (and its chain)."""
+    keyfile: str = ""
+    """PEM file of the server's private key."""
+    cafile: str = ""
+    """Set: clients must present a certificate signed by one of these CAs (mTLS)."""
+    min_version: str = "1.2"
+    """Oldest TLS version accepted: 1.2 | 1.3."""
+    identity_as_username: bool = False
+    """True: the client certificate's CN is the user name (needs cafile)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WsListenerSettings:
+    """`[listener.ws]`: MQTT over WebSocket (RFC 6455, subprotocol `mqtt`); off unless
+    the table is present."""
+
+    enabled: bool = False
+    port: int = 8083
+    path: str = "/mqtt"
+
+
+@dataclass(frozen=True, slots=True)
+class WssListenerSettings:
+    """`[listener.wss]`: MQTT over WebSocket over TLS: the `[listener.tls]` keys plus
+    `path`; off unless the table is present."""
+
+    enabled: bool = False
+    port: int = 8084
+    path: str = "/mqtt"
+    certfile: str = ""
+    keyfile: str = ""
+    cafile: str = ""
+    min_version: str = "1.2"
+    identity_as_username: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class ListenerSettings:
-    """`[listener]`: the MQTT TCP listener."""
+    """`[listener]`: the MQTT TCP listener, and the TLS and WebSocket ones beside it
+    (`[listener.tls]`, `[listener.ws]`, `[listener.wss]`, all on `host`)."""
 
     host: str = "127.0.0.1"
     port: int = 1883
+    tls: TlsListenerSettings = field(default_factory=TlsListenerSettings)
+    ws: WsListenerSettings = field(default_factory=WsListenerSettings)
+    wss: WssListenerSettings = field(default_factory=WssListenerSettings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +203,9 @@ class AuthSettings:
     """always | loopback (only connections to a loopback address) | never."""
     store: str = "sqlite"
     """sqlite (auth.db in the data dir) | postgres ([postgres] url)."""
+    anonymous_acl: tuple[AclRule, ...] = ()
+    """`[[auth.anonymous_acl]]` rules for clients without credentials (first match wins,
+    no match: denied); none: anonymous clients are unrestricted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +223,9 @@ class AdminSettings:
     enabled: bool = True
     host: str = "127.0.0.1"
     port: int = 18083
+    required: bool = False
+    """False: when the port is taken, the broker starts anyway with the admin API off (and
+    a warning); true: that is a start-up error."""
     token: str = ""
     """Bearer token; empty: generated once into <data_dir>/admin-token (mode 0600)."""
     max_request_rate: float = 50.0
@@ -223,8 +278,16 @@ AUTH_STORES: Final = ("sqlite", "postgres")
 MAX_PACKET_SIZE_LIMIT: Final = 268_435_460
 """Largest possible MQTT packet: 268,435,455 bytes of remaining length + 5 header bytes."""
 
+TLS_VERSIONS: Final = ("1.2", "1.3")
+TLS_LISTENERS: Final = ("listener.tls", "listener.wss")
+OPTIONAL_LISTENERS: Final = ("listener.tls", "listener.ws", "listener.wss")
+"""Listener sections that are off unless present."""
+
 _SECTIONS: Final[dict[str, type]] = {
     "listener": ListenerSettings,
+    "listener.tls": TlsListenerSettings,
+    "listener.ws": WsListenerSettings,
+    "listener.wss": WssListenerSettings,
     "mqtt": MqttSettings,
     "storage": StorageSettings,
     "redis": RedisSettings,
@@ -238,13 +301,19 @@ _SECTIONS: Final[dict[str, type]] = {
     "mqtt_limit.cluster": Quota,
     "mqtt_limit.tenant": Quota,
 }
-_SUBSECTIONS: Final = {"mqtt_limit": ("cluster", "tenant"), "kafka": ("application",)}
+_SUBSECTIONS: Final = {
+    "listener": ("tls", "ws", "wss"),
+    "mqtt_limit": ("cluster", "tenant"),
+    "kafka": ("application",),
+}
 """Sections holding tables of their own (`[mqtt_limit.cluster]`)."""
+_RULE_LISTS: Final = {"auth": ("anonymous_acl",)}
+"""Keys holding arrays of ACL rule tables (`[[auth.anonymous_acl]]`): TOML only."""
 _TYPES: Final[dict[str, dict[str, type]]] = {
     name: {
         f.name: get_type_hints(cls)[f.name]
         for f in fields(cls)
-        if f.name not in _SUBSECTIONS.get(name, ())
+        if f.name not in _SUBSECTIONS.get(name, ()) and f.name not in _RULE_LISTS.get(name, ())
     }
     for name, cls in _SECTIONS.items()
 }
@@ -315,13 +384,16 @@ def parse_settings(
 ) -> Settings:
     """`load_settings` on TOML text already read; `source` names it in error messages."""
     values: dict[str, dict[str, Any]] = {name: {} for name in _SECTIONS}
+    present: set[str] = set()
+    """Tables present in the file: `[listener.tls]` there turns that listener on (from the
+    environment, `MQTTQ_LISTENER_TLS__ENABLED=true` does)."""
     if toml_text is not None:
         try:
             document = tomllib.loads(toml_text)
         except tomllib.TOMLDecodeError as exc:
             # The message ends with "(at line L, column C)".
             raise ConfigFileError(source, f"invalid TOML: {exc}") from None
-        _apply_toml(document, values, source)
+        present.update(_apply_toml(document, values, source))
     for name in sorted(env):
         if name.startswith(ENV_PREFIX) and "__" in name:
             section, _, key = name[len(ENV_PREFIX) :].partition("__")
@@ -330,9 +402,17 @@ def parse_settings(
     for dotted, value in overrides.items():
         if value is not None:
             _store(values, dotted, value, "from the command line", text=isinstance(value, str))
+    for name in OPTIONAL_LISTENERS:
+        if name in present:
+            values[name].setdefault("enabled", True)
     _check_together(values)
     return Settings(
-        listener=ListenerSettings(**values["listener"]),
+        listener=ListenerSettings(
+            **values["listener"],
+            tls=TlsListenerSettings(**values["listener.tls"]),
+            ws=WsListenerSettings(**values["listener.ws"]),
+            wss=WssListenerSettings(**values["listener.wss"]),
+        ),
         mqtt=MqttSettings(**values["mqtt"]),
         storage=StorageSettings(**values["storage"]),
         redis=RedisSettings(**values["redis"]),
@@ -353,6 +433,18 @@ def parse_settings(
 
 def _check_together(values: dict[str, dict[str, Any]]) -> None:
     """Checks that involve more than one key (each key alone is already valid)."""
+    for name in TLS_LISTENERS:
+        section = values[name]
+        if not section.get("enabled"):
+            continue
+        for key in ("certfile", "keyfile"):
+            if not section.get(key, "").strip():
+                raise ConfigError(f"{name}.{key}", f"must be set when [{name}] is present")
+        if section.get("identity_as_username") and not section.get("cafile", "").strip():
+            raise ConfigError(
+                f"{name}.identity_as_username",
+                f"needs {name}.cafile (client certificates are only asked for with a CA)",
+            )
     if (
         values["storage"].get("log", "none") == "kafka"
         and not values["kafka"].get("bootstrap_servers", "").strip()
@@ -387,8 +479,12 @@ def _read_config(path: Path) -> str:
         raise ConfigFileError(path, exc.strerror or str(exc)) from None
 
 
-def _apply_toml(document: dict[str, Any], values: dict[str, dict[str, Any]], source: str) -> None:
+def _apply_toml(
+    document: dict[str, Any], values: dict[str, dict[str, Any]], source: str
+) -> set[str]:
+    """Store every value of `document`; returns the names of the sections it holds."""
     origin = f"in {source}"
+    present: set[str] = set()
     for section, table in document.items():
         if section not in _SECTIONS:
             if not isinstance(table, dict):
@@ -408,14 +504,33 @@ def _apply_toml(document: dict[str, Any], values: dict[str, dict[str, Any]], sou
             raise ConfigError(section, f"must be a table [{section}], got {_describe(table)}")
         subsections = _SUBSECTIONS.get(section, ())
         for key, raw in table.items():
-            if key in subsections:
+            if key in _RULE_LISTS.get(section, ()):
+                values[section][key] = _rule_list(f"{section}.{key}", raw, origin)
+            elif key in subsections:
                 inner = f"{section}.{key}"
                 if not isinstance(raw, dict):
                     raise ConfigError(inner, f"must be a table [{inner}], got {_describe(raw)}")
+                present.add(inner)
                 for name, value in raw.items():
                     _store(values, f"{inner}.{name}", value, origin, text=False)
             else:
                 _store(values, f"{section}.{key}", raw, origin, text=False)
+        present.add(section)
+    return present
+
+
+def _rule_list(dotted: str, raw: object, origin: str) -> tuple[AclRule, ...]:
+    if not isinstance(raw, list):
+        raise ConfigError(dotted, f"must be an array of tables [[{dotted}]] ({origin})")
+    rules = []
+    for number, table in enumerate(raw, start=1):
+        if not isinstance(table, dict):
+            raise ConfigError(dotted, f"rule {number} must be a table, got {_describe(table)}")
+        try:
+            rules.append(parse_rule(table))
+        except ValueError as exc:
+            raise ConfigError(dotted, f"rule {number}: {exc} ({origin})") from None
+    return tuple(rules)
 
 
 def _store(
@@ -569,6 +684,13 @@ def _not_empty(value: Any) -> str | None:
     return None if str(value).strip() else "must not be empty"
 
 
+def _url_path(value: Any) -> str | None:
+    text = str(value)
+    if text.startswith("/") and not any(c.isspace() or c in "?#" for c in text):
+        return None
+    return f"must be a URL path starting with '/' (no spaces, '?' or '#'), got {value!r}"
+
+
 def _redis_url(value: Any) -> str | None:
     schemes = ("redis://", "rediss://", "unix://")
     if str(value).startswith(schemes):
@@ -616,6 +738,10 @@ _NORMALIZE: Final[dict[str, Callable[[Any], Any]]] = {
 _CHECKS: Final[dict[str, Callable[[Any], str | None]]] = {
     "listener.host": _not_empty,
     "listener.port": _in_range(0, 65535),
+    **{f"{name}.port": _in_range(0, 65535) for name in OPTIONAL_LISTENERS},
+    **{f"{name}.min_version": _one_of(*TLS_VERSIONS) for name in TLS_LISTENERS},
+    "listener.ws.path": _url_path,
+    "listener.wss.path": _url_path,
     "mqtt.max_keep_alive": _in_range(1, 65535),
     "mqtt.receive_maximum": _in_range(1, 65535),
     "mqtt.max_packet_size": _in_range(1, MAX_PACKET_SIZE_LIMIT),

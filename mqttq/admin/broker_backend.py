@@ -52,6 +52,7 @@ class BrokerAdmin:
             refusals=dict(limits.refusals),
             tenants=tenants,
             storage_latency=self.hub.stats.storage_latency.snapshot(),
+            listeners=self.broker.listener_connections(),
         )
 
     # ------------------------------------------------------------------ sessions
@@ -213,6 +214,7 @@ def _session_summary(session: Session) -> JSON:
         "tenant": session.space.name,
         "client_type": session.client_type,
         "connected": session.client is not None,
+        "listener": None if session.client is None else session.client.listener.name,
         "persistent": session.persistent,
         "protocol_level": session.protocol_level,
         "expiry_interval": session.expiry_interval,

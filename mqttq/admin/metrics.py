@@ -99,6 +99,8 @@ class BrokerCollector:
         yield from _per_qos(snapshot)
         yield from _refusals(snapshot)
         yield from _tenants(snapshot)
+        if snapshot.listeners:
+            yield _listeners(snapshot.listeners)
         if snapshot.storage_latency:
             yield _latency(snapshot.storage_latency)
         refused = CounterMetricFamily(
@@ -169,6 +171,17 @@ def _tenants(snapshot: MetricsSnapshot) -> Iterator[Metric]:
             if value is not None:
                 family.add_metric([tenant], value)
         yield family
+
+
+def _listeners(connected: Mapping[str, int]) -> Metric:
+    family = GaugeMetricFamily(
+        "mqttq_listener_connections",
+        "Clients connected now, by the listener they came through (tcp, tls, ws, wss).",
+        labels=["listener"],
+    )
+    for name, count in sorted(connected.items()):
+        family.add_metric([name], count)
+    return family
 
 
 def _latency(histograms: Mapping[str, HistogramSnapshot]) -> Metric:

@@ -149,6 +149,21 @@ _CREDENTIAL_FIELDS: Final = {
     },
     "publish_acl": _TOPIC_FILTERS,
     "subscribe_acl": _TOPIC_FILTERS,
+    "acl_rules": {
+        "type": "array",
+        "description": "Ordered allow/deny rules a request must also pass when any are "
+        "set: the first match decides, no match denies.",
+        "items": {
+            "type": "object",
+            "properties": {
+                "permission": {"type": "string", "enum": ["allow", "deny"]},
+                "action": {"type": "string", "enum": ["publish", "subscribe", "all"]},
+                "topic": {"type": "string", "minLength": 1},
+            },
+            "required": ["permission", "action", "topic"],
+            "additionalProperties": False,
+        },
+    },
 }
 _USERNAME_SCHEMA: Final = {
     "type": "string",
@@ -165,6 +180,11 @@ _SESSION_PROPERTIES: Final[JSON] = {
     "tenant": {"type": "string"},
     "client_type": {"type": "string", "enum": ["DEVICE", "APPLICATION"]},
     "connected": {"type": "boolean"},
+    "listener": {
+        "type": ["string", "null"],
+        "enum": ["tcp", "tls", "ws", "wss", None],
+        "description": "The listener the connected client came through; null offline.",
+    },
     "persistent": {"type": "boolean", "description": "Its session expiry interval is > 0."},
     "protocol_level": {"type": "integer", "description": "3 (3.1), 4 (3.1.1) or 5 (5.0)."},
     "expiry_interval": {"type": "integer", "minimum": 0, "description": "Seconds."},
@@ -335,6 +355,7 @@ _SCHEMAS: Final[JSON] = {
             "client_id_pattern",
             "publish_acl",
             "subscribe_acl",
+            "acl_rules",
             "created_at",
             "updated_at",
         ],

@@ -25,6 +25,7 @@ from mqttq.admin.validation import (
 from mqttq.auth.model import Credential
 from mqttq.auth.passwords import hash_password
 from mqttq.auth.ports import CredentialExists
+from mqttq.auth.rules import rule_dict
 
 __all__ = ["credential_json", "credential_routes"]
 
@@ -40,6 +41,7 @@ def credential_json(credential: Credential) -> dict[str, Any]:
         "client_id_pattern": credential.client_id_pattern,
         "publish_acl": list(credential.publish_acl),
         "subscribe_acl": list(credential.subscribe_acl),
+        "acl_rules": [rule_dict(rule) for rule in credential.acl_rules],
         "created_at": credential.created_at,
         "updated_at": credential.updated_at,
     }

@@ -7,7 +7,8 @@ Every request passes three middlewares, outermost first:
   A 4xx always names the field to blame (`Authorization`, `body`, a parameter, `path` for
   an unknown route or a spent route budget, `method`); a 5xx names none (null);
 - rate: one token bucket per route pattern (`/api/v1/sessions/{client_id}`, so varying
-  the id does not dodge it); a request waits up to `rate_wait` seconds for a token, then
+  the id does not dodge it) and client address, so a flood from one address cannot spend
+  another caller's budget; a request waits up to `rate_wait` seconds for a token, then
   gets 429 with Retry-After. Refusals are counted per route for /metrics;
 - authenticate: `Authorization: Bearer <token>` on every route but /health and
   /openapi.json (401 with `WWW-Authenticate: Bearer`).
@@ -17,8 +18,7 @@ is refused and counted like any other: it bounds the work (and the token guesses
 client gets per route, and /metrics shows the flood. /health and /openapi.json are
 limited too, each on its own budget: they are the routes anyone may call, and their
 answers cost the same event loop that serves MQTT clients; a monitor polling at a sane
-rate never meets the limit. The price: requests without the token spend the route's
-budget for everyone (the API listens on loopback unless configured otherwise)."""
+rate never meets the limit."""
 
 from __future__ import annotations
 
@@ -51,10 +51,16 @@ _HTTP_ERROR_FIELDS: Final = {404: "path", 405: "method", 413: "body"}
 """The field aiohttp's own 4xx answers blame (else `path`: the router refused it)."""
 
 
+MAX_RATE_BUCKETS: Final = 10_000
+"""(route, address) buckets kept; past it, the full (idle) ones are forgotten."""
+
+
 class UriRateLimit:
-    """One token bucket per route pattern: `rate` requests/s, burst `max(1, rate)`; a
-    request waits for a token up to `max_wait` seconds, else is refused (counted in
-    `refused[route]`)."""
+    """One token bucket per route pattern and client address: `rate` requests/s, burst
+    `max(1, rate)`; a request waits for a token up to `max_wait` seconds, else is refused
+    (counted in `refused[route]`). Memory is bounded: past MAX_RATE_BUCKETS buckets, the
+    full ones (of callers idle for a while) are dropped; a dropped bucket would be created
+    full again, so forgetting it changes no answer."""
 
     __slots__ = ("buckets", "max_wait", "rate", "refused")
 
@@ -65,7 +71,7 @@ class UriRateLimit:
             raise ValueError(f"rate_wait must be a finite number >= 0, got {max_wait!r}")
         self.rate = rate
         self.max_wait = max_wait
-        self.buckets: dict[str, TokenBucket] = {}
+        self.buckets: dict[tuple[str, str], TokenBucket] = {}
         self.refused: dict[str, int] = dict.fromkeys(routes, 0)
 
     def set_rate(self, rate: float, max_wait: float) -> None:
@@ -81,13 +87,16 @@ class UriRateLimit:
         for bucket in self.buckets.values():
             bucket.set_rate(rate, max(1.0, rate), now)
 
-    async def admit(self, route: str) -> None:
-        """Return once the request may proceed; raise ApiError 429 (Retry-After) when it
-        would wait longer than `max_wait`."""
+    async def admit(self, route: str, address: str = "") -> None:
+        """Return once the request from `address` may proceed; raise ApiError 429
+        (Retry-After) when it would wait longer than `max_wait`."""
         now = asyncio.get_running_loop().time()
-        bucket = self.buckets.get(route)
+        key = (route, address)
+        bucket = self.buckets.get(key)
         if bucket is None:
-            bucket = self.buckets[route] = TokenBucket(self.rate, max(1.0, self.rate), now)
+            if len(self.buckets) >= MAX_RATE_BUCKETS:
+                self._forget_full(now)
+            bucket = self.buckets[key] = TokenBucket(self.rate, max(1.0, self.rate), now)
         wait = bucket.reserve(now, self.max_wait)
         if wait is None:
             self.refused[route] = self.refused.get(route, 0) + 1
@@ -101,6 +110,11 @@ class UriRateLimit:
             )
         if wait > 0.0:
             await asyncio.sleep(wait)
+
+    def _forget_full(self, now: float) -> None:
+        full = [key for key, bucket in self.buckets.items() if bucket.level(now) >= bucket.capacity]
+        for key in full:
+            del self.buckets[key]
 
 
 class AdminServer:
@@ -188,7 +202,7 @@ class AdminServer:
 
     @web.middleware
     async def _rate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        await self.rate_limit.admit(_route_of(request))
+        await self.rate_limit.admit(_route_of(request), request.remote or "")
         return await handler(request)
 
 

@@ -16,6 +16,7 @@ from typing import Any, Final, NoReturn
 from aiohttp import web
 
 from mqttq.auth.model import ClientType
+from mqttq.auth.rules import AclRule, parse_rule
 from mqttq.errors import MqttqError, ProtocolError
 from mqttq.routing.topics import validate_topic_filter, validate_topic_name
 
@@ -55,6 +56,7 @@ CREDENTIAL_UPDATE_FIELDS: Final = (
     "client_id_pattern",
     "publish_acl",
     "subscribe_acl",
+    "acl_rules",
 )
 CREDENTIAL_CREATE_FIELDS: Final = ("username", *CREDENTIAL_UPDATE_FIELDS)
 
@@ -255,7 +257,23 @@ def parse_credential_changes(body: Mapping[str, Any]) -> tuple[str | None, dict[
     for field in ("publish_acl", "subscribe_acl"):
         if field in body:
             changes[field] = _acl(field, body[field])
+    if "acl_rules" in body:
+        changes["acl_rules"] = _rules(body["acl_rules"])
     return password, changes
+
+
+def _rules(value: Any) -> tuple[AclRule, ...]:
+    if not isinstance(value, list):
+        _bad("acl_rules", f"must be a list of rule objects, got {_kind(value)}")
+    rules = []
+    for index, item in enumerate(value):
+        if not isinstance(item, dict):
+            _bad("acl_rules", f"item {index} must be an object, got {_kind(item)}")
+        try:
+            rules.append(parse_rule(item))
+        except ValueError as exc:
+            _bad("acl_rules", f"item {index}: {exc}")
+    return tuple(rules)
 
 
 def _acl(field: str, value: Any) -> tuple[str, ...]:

@@ -27,10 +27,11 @@ from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Final
 
-from mqttq.auth.acl import client_id_allowed, expand_acl
-from mqttq.auth.model import DEFAULT_TENANT, ClientType
+from mqttq.auth.acl import client_id_allowed, expand_acl, may_publish, may_subscribe
+from mqttq.auth.model import DEFAULT_TENANT, ClientType, Credential
 from mqttq.auth.passwords import verify_password
 from mqttq.auth.ports import AuthStore
+from mqttq.auth.rules import AclRule, AclRules
 from mqttq.codec.enums import ReasonCode
 
 __all__ = ["ANONYMOUS_MODES", "AuthRefusal", "Authenticator", "Identity"]
@@ -53,13 +54,29 @@ _DUMMY_HASH: Final = (
 @dataclass(frozen=True, slots=True)
 class Identity:
     """Who an accepted client is. `publish_acl` / `subscribe_acl` are the topic filters
-    it may use, already expanded (`%c`, `%u`); None means unrestricted (anonymous)."""
+    it may use, already expanded (`%c`, `%u`); None means unrestricted (anonymous).
+    `rules`, when set, is an ordered allow/deny rule list that must allow a request
+    too (`[[auth.anonymous_acl]]` for anonymous clients)."""
 
     username: str | None
     tenant: str
     client_type: ClientType
     publish_acl: tuple[str, ...] | None
     subscribe_acl: tuple[str, ...] | None
+    rules: AclRules | None = None
+
+    def may_publish(self, topic: str) -> bool:
+        """True when the allow list (if any) and the rules (if any) allow a PUBLISH."""
+        if self.publish_acl is not None and not may_publish(self.publish_acl, topic):
+            return False
+        return self.rules is None or self.rules.may_publish(topic)
+
+    def may_subscribe(self, topic_filter: str) -> bool:
+        """True when the allow list (if any) and the rules (if any) allow the
+        subscription."""
+        if self.subscribe_acl is not None and not may_subscribe(self.subscribe_acl, topic_filter):
+            return False
+        return self.rules is None or self.rules.may_subscribe(topic_filter)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +109,20 @@ _CLOSED_TENANT = AuthRefusal(
 )
 
 
+def _credential_identity(credential: Credential, client_id: str, username: str) -> Identity:
+    """The Identity a credential gives: its tenant, type, allow lists and rules, with
+    `%c` / `%u` expanded."""
+    rules = credential.acl_rules
+    return Identity(
+        username=username,
+        tenant=credential.tenant,
+        client_type=credential.client_type,
+        publish_acl=expand_acl(credential.publish_acl, client_id, username),
+        subscribe_acl=expand_acl(credential.subscribe_acl, client_id, username),
+        rules=AclRules(rules).expanded(client_id, username) if rules else None,
+    )
+
+
 def _password_text(password: bytes | None) -> str | None:
     """The password as text; None when it is missing or not UTF-8 (no credential's
     password can be either: they are set as text)."""
@@ -106,14 +137,18 @@ def _password_text(password: bytes | None) -> str | None:
 class Authenticator:
     """Decides CONNECTs against `store` (see the module docstring for the rules)."""
 
-    __slots__ = ("_anonymous", "_cache", "_key", "_pending", "store")
+    __slots__ = ("_anonymous", "_anonymous_rules", "_cache", "_key", "_pending", "store")
 
-    def __init__(self, store: AuthStore, *, anonymous: str) -> None:
-        """`anonymous` is one of ANONYMOUS_MODES (else ValueError)."""
+    def __init__(
+        self, store: AuthStore, *, anonymous: str, anonymous_acl: tuple[AclRule, ...] = ()
+    ) -> None:
+        """`anonymous` is one of ANONYMOUS_MODES (else ValueError); `anonymous_acl` is
+        the rule list of clients without credentials (empty: unrestricted)."""
         if anonymous not in ANONYMOUS_MODES:
             raise ValueError(f"anonymous must be one of {', '.join(ANONYMOUS_MODES)}")
         self.store = store
         self._anonymous = anonymous
+        self._anonymous_rules = AclRules(anonymous_acl) if anonymous_acl else None
         # (username, keyed digest of the password) -> the stored hash it verified against.
         # The digest is keyed with a per-process secret so the cache in memory holds no
         # fast unsalted hash of anyone's password.
@@ -148,7 +183,7 @@ class Authenticator:
                 return _NO_ANONYMOUS
             if tenant_property and await self.store.tenant_has_credentials(tenant_property):
                 return replace(_CLOSED_TENANT, tenant=tenant_property)
-            return Identity(None, tenant_property or DEFAULT_TENANT, ClientType.DEVICE, None, None)
+            return self._anonymous_identity(None, client_id, tenant_property)
         credential = await self.store.get_credential(username)
         text = _password_text(password)
         if text is None:
@@ -161,12 +196,36 @@ class Authenticator:
             return replace(_WRONG, tenant=credential.tenant)
         if not client_id_allowed(credential.client_id_pattern, client_id):
             return replace(_CLIENT_ID, tenant=credential.tenant)
+        return _credential_identity(credential, client_id, username)
+
+    async def authenticate_certificate(
+        self, *, username: str, client_id: str, tenant_property: str | None
+    ) -> Identity | AuthRefusal:
+        """The Identity of a client whose verified TLS certificate names it `username`
+        (its CN; `identity_as_username`): no password is asked for. With a credential of
+        that user name, its tenant, client id pattern and ACLs apply; without one, the
+        client is in the tenant it names (one no credential holds) with the rules of
+        anonymous clients. Raises AuthStoreError when the store cannot be read."""
+        credential = await self.store.get_credential(username)
+        if credential is None:
+            if tenant_property and await self.store.tenant_has_credentials(tenant_property):
+                return replace(_CLOSED_TENANT, tenant=tenant_property)
+            return self._anonymous_identity(username, client_id, tenant_property)
+        if not client_id_allowed(credential.client_id_pattern, client_id):
+            return replace(_CLIENT_ID, tenant=credential.tenant)
+        return _credential_identity(credential, client_id, username)
+
+    def _anonymous_identity(
+        self, username: str | None, client_id: str, tenant_property: str | None
+    ) -> Identity:
+        rules = self._anonymous_rules
         return Identity(
-            username=username,
-            tenant=credential.tenant,
-            client_type=credential.client_type,
-            publish_acl=expand_acl(credential.publish_acl, client_id, username),
-            subscribe_acl=expand_acl(credential.subscribe_acl, client_id, username),
+            username,
+            tenant_property or DEFAULT_TENANT,
+            ClientType.DEVICE,
+            None,
+            None,
+            None if rules is None else rules.expanded(client_id, username),
         )
 
     async def _verified(self, username: str, text: str, password_hash: str) -> bool:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Final
 
+from mqttq.auth.rules import AclRule
 from mqttq.limits.quota import Quota
 
 __all__ = ["DEFAULT_TENANT", "ClientType", "Credential", "Tenant"]
@@ -36,6 +37,9 @@ class Credential:
     """MQTT topic filters the client may publish to (empty: nothing)."""
     subscribe_acl: tuple[str, ...] = ("#",)
     """MQTT topic filters the client's subscriptions must fall within (empty: nothing)."""
+    acl_rules: tuple[AclRule, ...] = ()
+    """Ordered allow/deny rules (`mqttq.auth.rules`) a request must also pass when any
+    are set: the first match decides, no match denies."""
     created_at: float = 0.0
     updated_at: float = 0.0
 

@@ -40,7 +40,8 @@ __all__ = ["SCHEMA_VERSION", "SqliteAuthStore"]
 
 T = TypeVar("T")
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
+"""2: mqtt_client_credentials.acl_rules."""
 
 _QUOTA_TYPES: Final = {"max_connection_rate": "REAL", "max_publish_rate": "REAL"}
 _SCHEMA: Final = (
@@ -53,6 +54,7 @@ _SCHEMA: Final = (
         client_id_pattern TEXT,
         publish_acl TEXT NOT NULL,
         subscribe_acl TEXT NOT NULL,
+        acl_rules TEXT NOT NULL DEFAULT '[]',
         created_at REAL NOT NULL,
         updated_at REAL NOT NULL
     )""",
@@ -119,6 +121,12 @@ class SqliteAuthStore:
                     conn.execute(
                         "INSERT INTO schema_version (version) VALUES (?)", (SCHEMA_VERSION,)
                     )
+                elif stored < SCHEMA_VERSION:
+                    conn.execute(
+                        f"ALTER TABLE {CREDENTIALS_TABLE} "
+                        "ADD COLUMN acl_rules TEXT NOT NULL DEFAULT '[]'"
+                    )
+                    conn.execute("UPDATE schema_version SET version = ?", (SCHEMA_VERSION,))
                 elif stored > SCHEMA_VERSION:
                     conn.execute("ROLLBACK")
                     raise AuthStoreError(

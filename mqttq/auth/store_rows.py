@@ -2,11 +2,12 @@
 
 Both adapters use the same two tables with the same columns, in this order:
 `mqtt_client_credentials(username, password_hash, tenant, client_type, client_id_pattern,
-publish_acl, subscribe_acl, created_at, updated_at)` and `mqtt_tenants(name, <the five
+publish_acl, subscribe_acl, acl_rules, created_at, updated_at)` and `mqtt_tenants(name, <the five
 Quota fields>, created_at, updated_at)`. Timestamps are seconds since the epoch (floats),
 owned by the store: `created_at` is set by the first write of a row and kept by every later
 one, `updated_at` is set by each write. ACLs are SQLite JSON arrays and PostgreSQL text[];
-`decode_acl` reads both. A row that cannot be a Credential or a Tenant (edited by hand)
+`decode_acl` reads both; `acl_rules` is a JSON array of {permission, action, topic} objects
+(text) in both. A row that cannot be a Credential or a Tenant (edited by hand)
 raises AuthStoreError naming it.
 """
 
@@ -18,6 +19,7 @@ from typing import Any, Final
 
 from mqttq.auth.model import ClientType, Credential, Tenant
 from mqttq.auth.ports import AuthStoreError
+from mqttq.auth.rules import AclRule, parse_rule, rule_dict
 from mqttq.limits.quota import QUOTA_FIELDS, Quota, QuotaError
 
 __all__ = [
@@ -29,7 +31,9 @@ __all__ = [
     "credential_from_row",
     "credential_row",
     "decode_acl",
+    "decode_rules",
     "one_line",
+    "rules_json",
     "tenant_from_row",
     "tenant_row",
     "upsert_sql",
@@ -45,6 +49,7 @@ CREDENTIAL_COLUMNS: Final = (
     "client_id_pattern",
     "publish_acl",
     "subscribe_acl",
+    "acl_rules",
     "created_at",
     "updated_at",
 )
@@ -84,9 +89,28 @@ def credential_row(
         credential.client_id_pattern,
         acl(credential.publish_acl),
         acl(credential.subscribe_acl),
+        rules_json(credential.acl_rules),
         now,
         now,
     )
+
+
+def rules_json(rules: Sequence[AclRule]) -> str:
+    """The `acl_rules` column of `rules`."""
+    return json.dumps([rule_dict(rule) for rule in rules], ensure_ascii=False)
+
+
+def decode_rules(value: object, username: str) -> tuple[AclRule, ...]:
+    """An `acl_rules` column: a JSON array of rule objects."""
+    try:
+        items = json.loads(value) if isinstance(value, str) else None
+        if not isinstance(items, list) or not all(isinstance(item, dict) for item in items):
+            raise ValueError("not a list of rule objects")
+        return tuple(parse_rule(item) for item in items)
+    except ValueError as exc:
+        raise AuthStoreError(
+            f"credential {username!r}: stored ACL rules are invalid: {exc}"
+        ) from None
 
 
 def decode_acl(value: object, username: str) -> tuple[str, ...]:
@@ -118,8 +142,9 @@ def credential_from_row(row: Sequence[Any]) -> Credential:
         client_id_pattern=None if row[4] is None else str(row[4]),
         publish_acl=decode_acl(row[5], username),
         subscribe_acl=decode_acl(row[6], username),
-        created_at=float(row[7]),
-        updated_at=float(row[8]),
+        acl_rules=decode_rules(row[7], username),
+        created_at=float(row[8]),
+        updated_at=float(row[9]),
     )
 
 

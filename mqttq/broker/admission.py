@@ -8,10 +8,10 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING
 
-from mqttq.auth.acl import may_publish
 from mqttq.auth.authenticator import AuthRefusal, Identity
 from mqttq.auth.model import DEFAULT_TENANT
 from mqttq.auth.ports import AuthStoreError
+from mqttq.broker.tls import certificate_common_name
 from mqttq.codec.enums import ReasonCode
 from mqttq.codec.packets import ConnectPacket
 from mqttq.limits.limiter import Limits, Refused
@@ -34,16 +34,28 @@ async def admit(
 ) -> Identity | None:
     """The client's identity once it may go on to its session; None when the CONNECT was
     refused (0x86 bad user name or password, 0x87 not authorized, 0x88 credential store
-    down, 0x9F connection rate exceeded; the 3.x return codes for those)."""
+    down, 0x9F connection rate exceeded; the 3.x return codes for those). On a listener
+    with `identity_as_username` the certificate's CN is the user name, and the CONNECT's
+    user name and password are not used."""
     tenant_hint = tenant_property(packet)
+    result: Identity | AuthRefusal
     try:
-        result = await authenticator.authenticate(
-            username=packet.username,
-            password=packet.password,
-            client_id=client_id,
-            tenant_property=tenant_hint,
-            local_is_loopback=client.local_is_loopback(),
-        )
+        if client.listener.identity_as_username:
+            common_name = certificate_common_name(client.transport)
+            if common_name is None:
+                client.refuse(ReasonCode.NOT_AUTHORIZED, "the client certificate has no CN")
+                return None
+            result = await authenticator.authenticate_certificate(
+                username=common_name, client_id=client_id, tenant_property=tenant_hint
+            )
+        else:
+            result = await authenticator.authenticate(
+                username=packet.username,
+                password=packet.password,
+                client_id=client_id,
+                tenant_property=tenant_hint,
+                local_is_loopback=client.local_is_loopback(),
+            )
     except AuthStoreError as error:
         logger.warning("client %r: credential store failed: %s", client_id, error)
         client.refuse(ReasonCode.SERVER_UNAVAILABLE, "credential store unavailable")
@@ -53,8 +65,7 @@ async def admit(
         client.refuse(result.reason_code, result.message)
         return None
     will = packet.will
-    acl = result.publish_acl
-    if will is not None and acl is not None and not may_publish(acl, will.topic):
+    if will is not None and not result.may_publish(will.topic):
         limits.count_refusal(result.tenant, "acl_publish")
         client.refuse(ReasonCode.NOT_AUTHORIZED, "the will topic is not allowed")
         return None

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, cast
 
 from mqttq.broker.dispatch import HANDLERS
+from mqttq.broker.listeners import TCP, ListenerKind
 from mqttq.broker.pending import OrderedSteps
 from mqttq.codec.enums import ReasonCode
 from mqttq.codec.packets import (
@@ -45,6 +46,8 @@ WRITE_LOW_WATER = 640 * 1024
 """Transport buffer limits: above high, deliveries to this client pause (TBMQ's values)."""
 MAX_PENDING_STEPS = 4096
 """Answers waiting for storage before the client's socket stops being read."""
+CLOSE_LINGER = 2.0
+"""Seconds a closing connection keeps reading (and discarding) after its last packet."""
 
 
 class Client(asyncio.Protocol):
@@ -53,6 +56,7 @@ class Client(asyncio.Protocol):
     __slots__ = (
         "_blocked",
         "_deferred",
+        "_draining",
         "_flush_pending",
         "_loop",
         "_reading_paused",
@@ -63,6 +67,7 @@ class Client(asyncio.Protocol):
         "counted",
         "identity",
         "life",
+        "listener",
         "normal_disconnect",
         "session",
         "space",
@@ -71,8 +76,10 @@ class Client(asyncio.Protocol):
         "writable",
     )
 
-    def __init__(self, life: Lifecycle) -> None:
+    def __init__(self, life: Lifecycle, listener: ListenerKind = TCP) -> None:
         self.life = life
+        self.listener = listener
+        """The listener the connection came through (tcp, tls, ws, wss)."""
         self._loop = life.loop
         self.conn = MqttConnection(life.limits, self._loop.time())
         self.transport: asyncio.Transport | None = None
@@ -91,6 +98,7 @@ class Client(asyncio.Protocol):
         """The connection holds a slot in the connection count limits."""
         self._blocked = False
         self._deferred = False
+        self._draining = False
         self._flush_pending = False
         self._reading_paused = False
         self._timer_slot: int | None = None
@@ -141,12 +149,14 @@ class Client(asyncio.Protocol):
             return False
 
     def data_received(self, data: bytes) -> None:
+        if self._draining:
+            return  # the connection is closing: what the client still sends is dropped
         self.conn.receive_data(data, self._loop.time())
         if not self._blocked:
             self._process()
 
     def eof_received(self) -> bool | None:
-        return None  # close the transport
+        return None  # close the transport (also ends the drain of a graceful close)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -211,19 +221,44 @@ class Client(asyncio.Protocol):
         self._flush_pending = False
         data = self.conn.data_to_send()
         transport = self.transport
-        if transport is None or transport.is_closing():
+        if transport is None or transport.is_closing() or self._draining:
             return
         if data:
             transport.write(data)
         if self.conn.state is ConnState.CLOSED:
-            transport.close()
+            self._close_transport(transport)
 
     def close(self) -> None:
         """Flush what is queued (an error CONNACK/DISCONNECT) and close the transport."""
         self.conn.close()
         self._flush()
         if self.transport is not None and not self.transport.is_closing():
-            self.transport.close()
+            self._close_transport(self.transport)
+
+    def _close_transport(self, transport: asyncio.Transport) -> None:
+        """A graceful close: where the transport can half-close (plain TCP), send what is
+        buffered and a FIN, then go on reading and discarding for up to CLOSE_LINGER
+        seconds before the full close. A client still writing (PUBRELs, a burst of
+        PUBLISHes) thus reads the reason code (the CONNACK or DISCONNECT just sent)
+        instead of a reset: closing a socket with unread bytes makes the kernel answer
+        with RST. TLS and WebSocket transports close with their own closing handshake."""
+        if self._draining:
+            return
+        if not transport.can_write_eof():
+            transport.close()
+            return
+        self._draining = True
+        self.closed = True
+        transport.write_eof()
+        self._cancel_timer()
+        self.life.client_closed(self)  # for MQTT the connection is over now
+        transport.resume_reading()  # possibly paused by a rate limit or a full pipeline
+        self._loop.call_later(CLOSE_LINGER, self._linger_over, transport)
+
+    @staticmethod
+    def _linger_over(transport: asyncio.Transport) -> None:
+        if not transport.is_closing():
+            transport.close()
 
     def kick(self, reason_code: ReasonCode, reason_string: str | None = None) -> None:
         """Server-initiated close: DISCONNECT (5.0) with `reason_code`, then close; the

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from mqttq.auth.acl import may_publish
 from mqttq.broker.hub import Fanout
 from mqttq.codec.enums import ReasonCode
 from mqttq.codec.packets import (
@@ -25,6 +24,7 @@ from mqttq.codec.packets import (
     PubcompPacket,
     PublishPacket,
     PubrecPacket,
+    PubrelPacket,
     SubackPacket,
     SubscribePacket,
     UnsubackPacket,
@@ -69,9 +69,8 @@ def on_publish(client: Client, packet: PublishPacket) -> None:
     identity = client.identity
     space = client.space
     assert identity is not None and space is not None  # set before CONNACK
-    acl = identity.publish_acl
     limits = client.life.hub.limits
-    if acl is not None and not may_publish(acl, packet.topic):
+    if not identity.may_publish(packet.topic):
         limits.count_refusal(space.name, "acl_publish")
         _refuse_publish(client, packet, ReasonCode.NOT_AUTHORIZED)
         return
@@ -80,9 +79,37 @@ def on_publish(client: Client, packet: PublishPacket) -> None:
         _refuse_publish(client, packet, ReasonCode.QUOTA_EXCEEDED)
         return
     if admitted:
-        client.defer(admitted, partial(_route, client, packet))
+        client.defer(admitted, partial(_route_durably, client, packet))
         return
+    _route_durably(client, packet)
+
+
+def _route_durably(client: Client, packet: PublishPacket) -> None:
+    """`_route`, after storing a persistent session's inbound QoS 2 ids with this one:
+    its PUBREC waits for that save, so a re-sent PUBLISH is known as a duplicate even
+    after a `kill -9` of the broker [MQTT-4.3.3-10]."""
+    session = client.session
+    if packet.qos == 2 and session is not None and session.persistent:
+        client.steps.add(_save_awaiting_pubrel(client, session), _nothing)
     _route(client, packet)
+
+
+def _save_awaiting_pubrel(client: Client, session: Session) -> asyncio.Future[None]:
+    session.awaiting_pubrel = client.conn.inbound.awaiting_pubrel
+    return client.life.hub.save_session(session)
+
+
+def _nothing(_future: asyncio.Future[Any] | None) -> None:
+    """A step that only orders the ones after it."""
+
+
+def on_pubrel(client: Client, packet: PubrelPacket) -> None:
+    """PUBCOMP was sent by the connection; a persistent session's stored ids follow (a
+    crash before this save settles leaves the id stored: a new PUBLISH re-using it at
+    once after the restart would be taken for a duplicate)."""
+    session = client.session
+    if session is not None and session.persistent:
+        _save_awaiting_pubrel(client, session)
 
 
 def _refuse_publish(client: Client, packet: PublishPacket, reason: ReasonCode) -> None:
@@ -214,8 +241,8 @@ def on_subscribe(client: Client, packet: SubscribePacket) -> None:
     session = _session(client)
     hub = client.life.hub
     identity = client.identity
-    acl = None if identity is None else identity.subscribe_acl
-    codes, retained, granted = hub.subscribe(session, packet, acl)
+    allowed = None if identity is None else identity.may_subscribe
+    codes, retained, granted = hub.subscribe(session, packet, allowed)
     save = hub.save_session(session) if session.persistent and granted else None
     client.steps.add(save, partial(_suback, client, packet.packet_id, codes, granted))
     for subscription, messages in retained:
@@ -270,8 +297,10 @@ HANDLERS: dict[type, Callable[[Client, Any], None]] = {
     PubackPacket: on_puback,
     PubrecPacket: on_pubrec,
     PubcompPacket: on_pubcomp,
+    PubrelPacket: on_pubrel,
     SubscribePacket: on_subscribe,
     UnsubscribePacket: on_unsubscribe,
     DisconnectPacket: on_disconnect,
 }
-"""Packet type -> handler (PINGREQ and PUBREL are answered by MqttConnection)."""
+"""Packet type -> handler (PINGREQ and PUBREL are answered by MqttConnection; PUBREL
+comes here too, after its PUBCOMP)."""

@@ -14,11 +14,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
-from mqttq.auth.acl import may_subscribe
 from mqttq.broker.pending import BackgroundTasks, EnqueueBatcher, RemoveBatcher
 from mqttq.broker.session import Session
 from mqttq.broker.stats import BrokerStats
@@ -339,12 +338,16 @@ class Hub:
     # ------------------------------------------------------------------ subscriptions
 
     def subscribe(
-        self, session: Session, packet: SubscribePacket, acl: tuple[str, ...] | None = None
+        self,
+        session: Session,
+        packet: SubscribePacket,
+        allowed: Callable[[str], bool] | None = None,
     ) -> tuple[list[ReasonCode], list[tuple[Subscription, list[Message]]], list[str]]:
         """Apply a SUBSCRIBE [MQTT-3.8.4]: the SUBACK codes, the retained messages to send
         per new subscription, and the filters granted (to undo if saving fails).
 
-        A filter outside the client's subscribe `acl` gets NOT_AUTHORIZED (0x87); one that
+        A filter the client's ACL refuses (`allowed` is false) gets NOT_AUTHORIZED (0x87;
+        0x80 in a 3.x SUBACK); one that
         would be a new topic past the tenant's or node's topic limit gets QUOTA_EXCEEDED.
 
         Raises ProtocolError for No Local on a shared subscription [MQTT-3.8.3-4] and for a
@@ -385,7 +388,7 @@ class Hub:
             if not settings.wildcard_subscription_available and has_wildcard(inner):
                 codes.append(ReasonCode.WILDCARD_SUBSCRIPTIONS_NOT_SUPPORTED)
                 continue
-            if acl is not None and not may_subscribe(acl, topic_filter):
+            if allowed is not None and not allowed(topic_filter):
                 self.limits.count_refusal(space.name, "acl_subscribe")
                 codes.append(ReasonCode.NOT_AUTHORIZED)
                 continue

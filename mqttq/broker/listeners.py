@@ -5,8 +5,22 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections.abc import Callable
+from dataclasses import dataclass
+from ssl import SSLContext
 
-__all__ = ["bound_port", "start_tcp_listener"]
+__all__ = ["TCP", "ListenerKind", "bound_port", "start_tcp_listener"]
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerKind:
+    """What a client came through: `name` is tcp, tls, ws or wss (the label in /metrics
+    and /api/v1/sessions); `identity_as_username`: its certificate's CN is its user name."""
+
+    name: str
+    identity_as_username: bool = False
+
+
+TCP = ListenerKind("tcp")
 
 BACKLOG = 1024
 """Pending connections the kernel queues for us (bursts of reconnecting devices)."""
@@ -17,14 +31,26 @@ async def start_tcp_listener(
     protocol_factory: Callable[[], asyncio.Protocol],
     host: str,
     port: int,
+    *,
+    ssl: SSLContext | None = None,
+    ssl_handshake_timeout: float | None = None,
 ) -> asyncio.Server:
-    """Bind `host:port` (port 0 picks a free one) and start accepting.
+    """Bind `host:port` (port 0 picks a free one) and start accepting; with `ssl`, each
+    connection reaches `protocol_factory`'s protocol once its TLS handshake is done
+    (within `ssl_handshake_timeout` seconds).
 
     asyncio's accept loop already survives EMFILE/ENFILE (it logs and retries after a
     pause), so a burst past the file-descriptor limit does not stop the listener.
     """
     server = await loop.create_server(
-        protocol_factory, host, port, backlog=BACKLOG, reuse_address=True, start_serving=False
+        protocol_factory,
+        host,
+        port,
+        backlog=BACKLOG,
+        reuse_address=True,
+        start_serving=False,
+        ssl=ssl,
+        ssl_handshake_timeout=ssl_handshake_timeout,
     )
     for sock in server.sockets:
         # Half-open connections: the OS probes, keep alive x 1.5 is the MQTT bound. Accepted

@@ -9,10 +9,9 @@ import time
 from mqttq.auth.authenticator import Authenticator
 from mqttq.auth.empty_store import EmptyAuthStore
 from mqttq.auth.ports import AuthStore
-from mqttq.broker.client import Client
+from mqttq.broker.endpoints import Endpoints, open_endpoints
 from mqttq.broker.hub import Hub
 from mqttq.broker.lifecycle import Lifecycle
-from mqttq.broker.listeners import bound_port, start_tcp_listener
 from mqttq.broker.log import LogRouter
 from mqttq.config import Settings
 from mqttq.errors import MqttqError
@@ -60,14 +59,17 @@ class Broker:
             tcp_rate=limit.max_tcp_connection_rate,
             now=time.monotonic(),
         )
-        self.authenticator = Authenticator(self.auth_store, anonymous=settings.auth.anonymous)
+        self.authenticator = Authenticator(
+            self.auth_store,
+            anonymous=settings.auth.anonymous,
+            anonymous_acl=settings.auth.anonymous_acl,
+        )
         self.hub = Hub(settings.mqtt, storage, self.limits)
         self.log = log
         self._log_router: LogRouter | None = None
         self.started_at = time.time()
         self._life: Lifecycle | None = None
-        self._server: asyncio.Server | None = None
-        self._port = 0
+        self._endpoints = Endpoints()
         self._stopped: asyncio.Event | None = None
         self._shutdown_task: asyncio.Task[None] | None = None
         self._tenant_quotas: dict[str, Quota] = {}
@@ -75,8 +77,27 @@ class Broker:
 
     @property
     def port(self) -> int:
-        """The bound MQTT port (after `start`)."""
-        return self._port
+        """The bound MQTT TCP port (after `start`)."""
+        return self._endpoints.ports.get("tcp", 0)
+
+    @property
+    def ports(self) -> dict[str, int]:
+        """Bound port of every listener by name: tcp, and tls, ws, wss when configured."""
+        return dict(self._endpoints.ports)
+
+    def reload_certificates(self) -> bool:
+        """Re-read the TLS listeners' certificate, key and CA files (SIGHUP): new
+        connections get the new ones, connected clients stay. True when every listener
+        reloaded; a listener whose files are now bad keeps its old ones (logged)."""
+        return self._endpoints.reload_certificates()
+
+    def listener_connections(self) -> dict[str, int]:
+        """Clients connected now, by the listener they came through."""
+        counts = dict.fromkeys(self._endpoints.ports, 0)
+        for client in self._life.clients if self._life is not None else ():
+            name = client.listener.name
+            counts[name] = counts.get(name, 0) + 1
+        return counts
 
     async def start(self) -> None:
         """Load state, then bind the listener (settings.listener.port may be 0)."""
@@ -93,15 +114,18 @@ class Broker:
             self._log_router = LogRouter(self.hub, self.log)
             self._log_router.start()
         listener = self.settings.listener
-        self._server = await start_tcp_listener(
-            loop, lambda: Client(life), listener.host, listener.port
+        self._endpoints = await open_endpoints(
+            loop,
+            life,
+            listener,
+            handshake_timeout=self.settings.mqtt.connect_timeout,
+            max_packet_size=self.settings.mqtt.max_packet_size,
         )
-        self._port = bound_port(self._server)
         self._housekeeping = loop.create_task(self._keep_house())
         logger.debug(
-            "listening on %s:%d (%d stored sessions, %d retained messages)",
+            "listening on %s %s (%d stored sessions, %d retained messages)",
             listener.host,
-            self._port,
+            self._endpoints.ports,
             restored,
             self.hub.statistics()["retained"],
         )
@@ -146,8 +170,7 @@ class Broker:
     async def _shutdown(self) -> None:
         if self._housekeeping is not None:
             self._housekeeping.cancel()
-        if self._server is not None:
-            self._server.close()
+        self._endpoints.close()
         try:
             if self._life is not None:
                 await self._life.shutdown()

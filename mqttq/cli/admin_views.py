@@ -20,6 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from mqttq.auth.model import Credential, Tenant
+from mqttq.auth.rules import rule_dict
 from mqttq.limits.quota import QUOTA_FIELDS, Quota
 
 __all__ = [
@@ -80,6 +81,7 @@ def credential_json(credential: Credential) -> JSON:
         "client_id_pattern": credential.client_id_pattern,
         "publish_acl": list(credential.publish_acl),
         "subscribe_acl": list(credential.subscribe_acl),
+        "acl_rules": [rule_dict(rule) for rule in credential.acl_rules],
         "created_at": credential.created_at,
         "updated_at": credential.updated_at,
     }
@@ -128,6 +130,14 @@ def _acl(filters: Sequence[str] | None) -> str:
     if filters is None:
         return "-"
     return "\n".join(filters) if filters else "(nothing)"
+
+
+def _rules(rules: Sequence[Mapping[str, Any]] | None) -> str:
+    if not rules:
+        return "(none)"
+    return "\n".join(
+        f"{rule.get('permission')} {rule.get('action')} {rule.get('topic')}" for rule in rules
+    )
 
 
 _UNITS: Final = ((10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "k"))
@@ -238,6 +248,7 @@ def render_credential(credential: Mapping[str, Any]) -> None:
     table.add_row("client id pattern", credential.get("client_id_pattern") or "any")
     table.add_row("publish acl", _acl(credential.get("publish_acl")))
     table.add_row("subscribe acl", _acl(credential.get("subscribe_acl")))
+    table.add_row("acl rules", _rules(credential.get("acl_rules")))
     table.add_row("created", _time(credential.get("created_at")))
     table.add_row("updated", _time(credential.get("updated_at")))
     _stdout().print(table)

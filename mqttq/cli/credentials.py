@@ -16,6 +16,7 @@ import typer
 
 from mqttq.auth.model import ClientType
 from mqttq.auth.ports import CredentialExists
+from mqttq.auth.rules import parse_rule, rule_dict
 from mqttq.cli.admin_target import (
     AdminTarget,
     AdminUrlOption,
@@ -93,6 +94,20 @@ def _check_acl(flag: str, filters: list[str]) -> None:
             _fail(f"{flag} {topic_filter!r}: not a valid topic filter: {exc.message}", EXIT_CONFIG)
 
 
+def _parse_rule_flag(text: str) -> dict[str, str]:
+    words = text.split()
+    if len(words) != 3:
+        _fail(
+            f"--rule {text!r}: give 'PERMISSION ACTION FILTER', e.g. 'deny subscribe a/#'",
+            EXIT_CONFIG,
+        )
+    table = dict(zip(("permission", "action", "topic"), words, strict=True))
+    try:
+        return rule_dict(parse_rule(table))
+    except ValueError as exc:
+        _fail(f"--rule {text!r}: {exc}", EXIT_CONFIG)
+
+
 def _unknown(username: str) -> CliError:
     return CliError(f"no credential {username!r}; 'mqttq credentials ls' lists them", EXIT_FAILURE)
 
@@ -147,6 +162,16 @@ def add_command(
             "(default #).",
         ),
     ] = None,
+    rule: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--rule",
+            metavar="'PERMISSION ACTION FILTER'",
+            help="An ACL rule such as 'deny subscribe test/#' (allow|deny, "
+            "publish|subscribe|all); repeat in order: the first match decides, no match "
+            "denies.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
     config: ConfigOption = None,
     data_dir: DataDirOption = None,
@@ -163,6 +188,7 @@ def add_command(
         _fail("--client-id-pattern: the pattern is empty (leave it out to allow any)", EXIT_CONFIG)
     _check_acl("--publish-acl", publish_acl or [])
     _check_acl("--subscribe-acl", subscribe_acl or [])
+    rules = None if rule is None else [_parse_rule_flag(text) for text in rule]
     body: dict[str, Any] = {"username": username}
     optional = {
         "tenant": tenant,
@@ -170,6 +196,7 @@ def add_command(
         "client_id_pattern": client_id_pattern,
         "publish_acl": publish_acl,
         "subscribe_acl": subscribe_acl,
+        "acl_rules": rules,
     }
     body.update((key, value) for key, value in optional.items() if value is not None)
     with admin_session(config, data_dir, admin_url, token) as target:

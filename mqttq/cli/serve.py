@@ -14,7 +14,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -105,8 +105,9 @@ def serve(
         Path | None,
         typer.Option(
             metavar="PATH",
-            help='Once listening, write {"pid": ..., "mqtt_port": ...} as JSON to this file '
-            "(atomically; removed again on a clean stop). For scripts and tests.",
+            help='Once listening, write {"pid": ..., "mqtt_port": ...} (and tls_port, ws_port, '
+            "wss_port for those listeners) as JSON to this file (atomically; removed again "
+            "on a clean stop). For scripts and tests.",
         ),
     ] = None,
 ) -> None:
@@ -141,8 +142,8 @@ def run_broker(
     settings: Settings, *, ready_file: Path | None, announce: bool, config: Path | None = None
 ) -> None:
     """Start the broker (and its admin API), serve until SIGTERM/SIGINT, then shut it
-    down; blocks throughout. SIGHUP re-reads the limits from `config` and the stored
-    tenant quotas.
+    down; blocks throughout. SIGHUP re-reads the limits from `config`, the stored
+    tenant quotas and the TLS listeners' certificates.
 
     Raises what start() raises (OSError for a taken port, StorageError, ...) after
     releasing whatever was opened.
@@ -237,6 +238,7 @@ async def _serve(
     admin: AdminHandle | None = None
 
     def on_hangup() -> None:
+        broker.reload_certificates()
         task = asyncio.ensure_future(reload_limits(broker, config, admin))
         reloads.add(task)
         task.add_done_callback(reloads.discard)
@@ -251,16 +253,17 @@ async def _serve(
     written: Path | None = None
     try:
         if ready_file is not None:
-            write_ready_file(ready_file, os.getpid(), broker.port)
+            write_ready_file(ready_file, os.getpid(), broker.port, broker.ports)
             written = ready_file
         if announce:
-            _announce(settings, broker.port)
+            _announce(settings, broker.ports)
         log.info(
             "listening",
             extra={
                 "host": settings.listener.host,
                 "port": broker.port,
                 "mode": "kafka log" if settings.storage.log == "kafka" else "embedded",
+                "listeners": broker.ports,
             },
         )
         serving = asyncio.create_task(broker.serve_forever())
@@ -298,15 +301,21 @@ async def _release_after_failed_start(broker: Broker) -> None:
         log.debug("shutdown after a failed start also failed", exc_info=True)
 
 
-def write_ready_file(path: Path, pid: int, mqtt_port: int) -> None:
-    """Atomically write `{"pid": pid, "mqtt_port": mqtt_port}` to `path`.
+def write_ready_file(
+    path: Path, pid: int, mqtt_port: int, ports: Mapping[str, int] | None = None
+) -> None:
+    """Atomically write `{"pid": pid, "mqtt_port": mqtt_port}` to `path`, with
+    `"<name>_port"` for the other listeners in `ports` (tls_port, ws_port, wss_port).
 
     Readers never see a partial file: the JSON goes to a temporary file in the same
     directory, which then replaces `path`.
     """
     temporary = path.with_name(f".{path.name}.{pid}.tmp")
     try:
-        temporary.write_text(json.dumps({"pid": pid, "mqtt_port": mqtt_port}) + "\n")
+        content: dict[str, int] = {"pid": pid, "mqtt_port": mqtt_port}
+        content.update({f"{name}_port": port for name, port in (ports or {}).items()})
+        content.pop("tcp_port", None)  # that one is mqtt_port
+        temporary.write_text(json.dumps(content) + "\n")
         os.replace(temporary, path)
     except OSError as exc:
         # Best effort: the temporary file (or its directory) may not exist at all.
@@ -317,12 +326,16 @@ def write_ready_file(path: Path, pid: int, mqtt_port: int) -> None:
         ) from exc
 
 
-def _announce(settings: Settings, port: int) -> None:
+def _announce(settings: Settings, ports: Mapping[str, int]) -> None:
     host = settings.listener.host
-    address = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    shown = f"[{host}]" if ":" in host else host
+    address = f"{shown}:{ports.get('tcp', 0)}"
+    others = ", ".join(f"{name} {shown}:{port}" for name, port in ports.items() if name != "tcp")
     if settings.storage.backend == "memory":
         where = "in memory: nothing survives a restart"
     else:
         where = f"data dir {settings.storage.data_dir.absolute()}"
     line = Text.assemble("mqttq listening on ", (address, "bold"), f" (embedded, {where})")
+    if others:
+        line.append(f"; also {others}")
     Console(stderr=True, soft_wrap=True, highlight=False).print(line)

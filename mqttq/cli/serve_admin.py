@@ -56,7 +56,9 @@ class AdminHandle:
 
 async def start_admin(broker: Broker, settings: Settings) -> AdminHandle | None:
     """Serve the admin API on the broker's loop (when `admin.enabled`) and write
-    <data_dir>/admin.json so that `mqttq tenant` and `mqttq credentials` find it."""
+    <data_dir>/admin.json so that `mqttq tenant` and `mqttq credentials` find it. When
+    its port cannot be bound: AdminBindError if `admin.required`, else a warning and
+    None (the broker runs without the API)."""
     admin = settings.admin
     if not admin.enabled:
         return None
@@ -77,7 +79,12 @@ async def start_admin(broker: Broker, settings: Settings) -> AdminHandle | None:
     try:
         await server.start()
     except OSError as exc:
-        raise AdminBindError(admin.host, admin.port, exc) from exc
+        error = AdminBindError(admin.host, admin.port, exc)
+        if admin.required:
+            raise error from exc
+        # Two brokers on one host share the default port: MQTT matters more than the API.
+        log.warning("admin API off: %s (admin.required = true makes this an error)", error)
+        return None
     write_discovery(data_dir, server.url, os.getpid())
     log.info("admin API listening", extra={"url": server.url})
     return AdminHandle(server, data_dir)

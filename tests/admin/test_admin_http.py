@@ -125,6 +125,7 @@ def test_list_sessions_filters_and_limits(admin: RunAdmin) -> None:
             "tenant": "acme",
             "client_type": "DEVICE",
             "connected": True,
+            "listener": "tcp",
             "persistent": False,
             "protocol_level": 5,
             "expiry_interval": 0,

@@ -8,11 +8,12 @@ import asyncio
 import io
 import json
 
+import aiohttp
 import pytest
 
 from mqttq.limits.quota import Quota
 from tests.admin.conftest import Api, DoubleApi, RunAdmin, RunDouble
-from tests.admin.real_broker import populated
+from tests.admin.real_broker import TOKEN, populated
 from tests.admin.test_admin_http import API, JSON_TYPE, assert_error
 
 # --- errors -------------------------------------------------------------------------------
@@ -122,5 +123,26 @@ def test_refused_requests_reach_the_metrics(admin: RunAdmin) -> None:
         text = (await api.get("/metrics")).body
         assert 'mqttq_admin_requests_refused_total{route="/api/v1/credentials"} 2.0' in text
         assert 'mqttq_admin_requests_refused_total{route="/api/v1/tenants"} 0.0' in text
+
+    admin(scenario, uri_rate=0.01, rate_wait=0.0)
+
+
+def test_rate_limit_is_per_client_address(admin: RunAdmin) -> None:
+    # A burst of one per route and address: a flood from 127.0.0.1 spends its own budget,
+    # and a caller on 127.0.0.2 (loopback too) still gets its answer.
+    async def scenario(api: Api) -> None:
+        flood = [(await api.get(f"{API}/limits")).status for _ in range(5)]
+        assert flood == [200, 429, 429, 429, 429]
+        connector = aiohttp.TCPConnector(local_addr=("127.0.0.2", 0))
+        async with aiohttp.ClientSession(connector=connector) as other:
+            async with other.get(
+                api.server.url + f"{API}/limits", headers={"Authorization": f"Bearer {TOKEN}"}
+            ) as answer:
+                assert answer.status == 200
+            async with other.get(
+                api.server.url + f"{API}/limits", headers={"Authorization": f"Bearer {TOKEN}"}
+            ) as answer:
+                assert answer.status == 429
+        assert api.server.rate_limit.refused[f"{API}/limits"] == 5
 
     admin(scenario, uri_rate=0.01, rate_wait=0.0)

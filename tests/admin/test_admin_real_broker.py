@@ -110,6 +110,7 @@ def test_listings_filter_by_tenant_and_limit(real: RealBroker) -> None:
         "tenant": "acme",
         "client_type": "DEVICE",
         "connected": True,
+        "listener": "tcp",
         "persistent": False,
         "protocol_level": 5,
         "expiry_interval": 0,

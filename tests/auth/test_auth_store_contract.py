@@ -14,7 +14,8 @@ import pytest
 from mqttq.auth.model import DEFAULT_TENANT, ClientType, Credential, Tenant
 from mqttq.auth.ports import AuthStore, AuthStoreError, CredentialExists
 from mqttq.auth.postgres_store import PostgresAuthStore
-from mqttq.auth.sqlite_store import SqliteAuthStore
+from mqttq.auth.rules import AclRule
+from mqttq.auth.sqlite_store import SCHEMA_VERSION, SqliteAuthStore
 from mqttq.limits.quota import Quota
 from tests.auth.conftest import AuthStoreFactory
 from tests.postgres_fixtures import PostgresServer
@@ -52,6 +53,10 @@ FULL = credential(
     client_id_pattern="alice-*",
     publish_acl=("devices/%c/#", "public/+", "$SYS/x"),
     subscribe_acl=(),
+    acl_rules=(
+        AclRule("deny", "subscribe", "test/nosubscribe"),
+        AclRule("allow", "all", "devices/%c/#"),
+    ),
 )
 
 
@@ -320,7 +325,38 @@ def test_sqlite_file_is_wal_with_a_schema_version(tmp_path: Path) -> None:
     run_with(SqliteAuthStore(path), lambda store: store.put_tenant(Tenant("acme")))
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(1,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
+    conn.close()
+
+
+def test_sqlite_schema_1_gains_acl_rules_and_keeps_its_rows(tmp_path: Path) -> None:
+    path = tmp_path / "auth.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        conn.execute("INSERT INTO schema_version VALUES (1)")
+        conn.execute(
+            "CREATE TABLE mqtt_client_credentials (username TEXT PRIMARY KEY, password_hash "
+            "TEXT NOT NULL, tenant TEXT NOT NULL, client_type TEXT NOT NULL, client_id_pattern "
+            "TEXT, publish_acl TEXT NOT NULL, subscribe_acl TEXT NOT NULL, created_at REAL NOT "
+            "NULL, updated_at REAL NOT NULL)"
+        )
+        conn.execute(
+            "INSERT INTO mqtt_client_credentials VALUES "
+            "('old', 'h', 'default', 'DEVICE', NULL, '[\"a/#\"]', '[\"#\"]', 1.0, 2.0)"
+        )
+    conn.close()
+
+    async def body(store: AuthStore) -> None:
+        old = await store.get_credential("old")
+        assert old is not None
+        assert (old.publish_acl, old.acl_rules) == (("a/#",), ())
+        await store.put_credential(dataclasses.replace(old, acl_rules=FULL.acl_rules))
+        again = await store.get_credential("old")
+        assert again is not None and again.acl_rules == FULL.acl_rules
+
+    run_with(SqliteAuthStore(path), body)
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(2,)]
     conn.close()
 
 
@@ -415,3 +451,28 @@ def test_text_that_is_not_utf8_is_auth_store_error(
         assert await store.get_credential("alice") is not None
 
     run_with(make_auth_store(), body)
+
+
+def test_postgres_table_of_an_older_mqttq_gains_acl_rules(
+    postgres_server: PostgresServer, postgres_url: str
+) -> None:
+    dbname = postgres_url.rsplit("/", 1)[1]
+    postgres_server.psql(
+        "CREATE TABLE mqtt_client_credentials (username text PRIMARY KEY, password_hash text "
+        "NOT NULL, tenant text NOT NULL, client_type text NOT NULL, client_id_pattern text, "
+        "publish_acl text[] NOT NULL, subscribe_acl text[] NOT NULL, created_at double "
+        "precision NOT NULL, updated_at double precision NOT NULL); "
+        "INSERT INTO mqtt_client_credentials VALUES ('old', 'h', 'default', 'DEVICE', NULL, "
+        "ARRAY['a/#'], ARRAY['#'], 1, 2)",
+        dbname,
+    )
+
+    async def body(store: AuthStore) -> None:
+        old = await store.get_credential("old")
+        assert old is not None
+        assert (old.publish_acl, old.acl_rules) == (("a/#",), ())
+        await store.put_credential(dataclasses.replace(old, acl_rules=FULL.acl_rules))
+        again = await store.get_credential("old")
+        assert again is not None and again.acl_rules == FULL.acl_rules
+
+    run_with(PostgresAuthStore(postgres_url), body)

@@ -94,3 +94,58 @@ def test_qos2_publish_resent_after_a_restart_is_not_routed_twice(
     messages = reader.receive_messages(1)
     assert [(m.type, m.payload) for m in messages] == [(PUBLISH, b"one")]
     reader.expect_silence(0.5)
+
+
+@pytest.mark.parametrize("level", [4, 5])
+def test_qos2_publish_resent_after_kill9_while_connected_is_not_routed_twice(
+    broker: BrokerUnderTest, clients: Clients, level: int
+) -> None:
+    """PUBREC received, then the broker is killed (no disconnect, nothing flushed at
+    shutdown): the id was stored before the PUBREC went out, so the re-sent PUBLISH is
+    a duplicate after the restart [MQTT-4.3.3-10]; the subscriber gets one copy."""
+    v5 = level == 5
+    props = PERSISTENT if v5 else []
+    subscriber = clients.raw(broker)
+    subscriber.connect("sub", clean=False, props=PERSISTENT)
+    subscriber.subscribe(("exactly/once", 2))
+    subscriber.disconnect()
+    publisher = clients.raw(broker)
+    publisher.connect("pub", level=level, clean=False, props=props)
+    publisher.send(publish_packet("exactly/once", b"one", v5=v5, qos=2, packet_id=9))
+    assert publisher.wait_packet(PUBREC, packet_id=9).packet_id == 9
+    broker.kill9()
+    again = clients.raw(broker)
+    assert again.connect("pub", level=level, clean=False, props=props).session_present
+    again.send(publish_packet("exactly/once", b"one", v5=v5, qos=2, packet_id=9, dup=True))
+    again.wait_packet(PUBREC, packet_id=9)
+    again.send(ack_packet(PUBREL, 9, v5=v5))
+    again.wait_packet(PUBCOMP, packet_id=9)
+    # A new message after the flow ended is routed (the id was released).
+    again.send(publish_packet("exactly/once", b"two", v5=v5, qos=2, packet_id=9))
+    again.wait_packet(PUBREC, packet_id=9)
+    again.send(ack_packet(PUBREL, 9, v5=v5))
+    again.wait_packet(PUBCOMP, packet_id=9)
+    reader = clients.raw(broker)
+    reader.connect("sub", clean=False, props=PERSISTENT)
+    messages = reader.receive_messages(2)
+    assert [(m.type, m.payload) for m in messages] == [(PUBLISH, b"one"), (PUBLISH, b"two")]
+    reader.expect_silence(0.5)
+
+
+def test_a_delayed_will_survives_a_kill9_right_after_the_disconnect(
+    broker: BrokerUnderTest, clients: Clients
+) -> None:
+    watcher = clients.raw(broker)
+    watcher.connect("watcher", clean=False, props=PERSISTENT)
+    watcher.subscribe(("will/#", 1))
+    watcher.disconnect()
+    will = Will("will/dev", b"gone", qos=1, props=[(Prop.WILL_DELAY_INTERVAL, 2)])
+    dying = clients.raw(broker)
+    dying.connect("dev", clean=False, props=PERSISTENT, will=will)
+    dying.subscribe(("x", 0))  # the session record (its will with it) is committed
+    dying.close()  # no DISCONNECT: the will is due in 2 s
+    broker.kill9()  # before it is due, maybe before the disconnect was stored
+    back = clients.raw(broker)
+    back.connect("watcher", clean=False, props=PERSISTENT)
+    [message] = back.receive_messages(1)
+    assert (message.topic, message.payload) == ("will/dev", b"gone")

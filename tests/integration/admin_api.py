@@ -20,6 +20,7 @@ CREDENTIAL_KEYS = frozenset(
         "client_id_pattern",
         "publish_acl",
         "subscribe_acl",
+        "acl_rules",
         "created_at",
         "updated_at",
     }

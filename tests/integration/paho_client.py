@@ -47,6 +47,7 @@ class PahoClient:
         host: str = HOST,
         clean: bool = True,
         session_expiry: int = 0,
+        transport: str = "tcp",
     ):
         self.host, self.port, self.protocol = host, port, protocol
         self.clean, self.session_expiry = clean, session_expiry
@@ -56,6 +57,7 @@ class PahoClient:
             protocol=_PAHO_PROTOCOL[protocol],
             clean_session=None if protocol == 5 else clean,
             reconnect_on_failure=False,
+            transport=transport,  # type: ignore[arg-type]
         )
         self._lock = threading.Lock()
         self.connack: tuple[int, bool] | None = None

@@ -27,9 +27,14 @@ from tests.integration.waiting import (
 )
 from tests.integration.wire import (
     PUBACK,
+    PUBCOMP,
     PUBLISH,
+    PUBREC,
+    PUBREL,
     Packet,
     Prop,
+    Will,
+    ack_packet,
     publish_packet,
 )
 from tests.redis_fixtures import RedisFactory
@@ -338,3 +343,46 @@ def test_on_a_redis_cluster(
         subscriber = resume(clients, broker, f"node-dev-{n}", 5)
         subscriber.wait_messages(3)
         assert subscriber.payloads() == [b"%d-%d" % (n, m) for m in range(3)]
+
+
+def test_qos2_ids_and_a_delayed_will_survive_kill9_in_redis_mode(
+    start_broker: type[RedisBroker], redis_url: str
+) -> None:
+    """With DEVICE queues in Redis the session records (wills, inbound QoS 2 ids) stay
+    in SQLite: a PUBLISH re-sent after the kill is routed once, and a will still due
+    after an abnormal close is published once after the restart."""
+    broker = start_broker(redis_url)
+    watcher, publisher_, dying = (RawClient(broker.port) for _ in range(3))
+    try:
+        watcher.connect("r-watch", level=5, clean=False, props=KEEP)
+        assert watcher.subscribe(("r/#", 2)).reason_codes == (2,)
+        watcher.disconnect()
+        publisher_.connect("r-pub", level=5, clean=False, props=KEEP)
+        publisher_.send(publish_packet("r/once", b"one", v5=True, qos=2, packet_id=5))
+        assert publisher_.wait_packet(PUBREC, packet_id=5).packet_id == 5
+        will = Will("r/will", b"gone", qos=1, props=[(Prop.WILL_DELAY_INTERVAL, 2)])
+        dying.connect("r-dev", level=5, clean=False, props=KEEP, will=will)
+        dying.subscribe(("x", 0))  # the session record, its will with it, is committed
+        dying.close()
+        broker.kill9()
+    finally:
+        for client in (watcher, publisher_, dying):
+            client.close()
+    again = RawClient(broker.port)
+    reader = RawClient(broker.port)
+    try:
+        assert again.connect("r-pub", level=5, clean=False, props=KEEP).session_present
+        again.send(publish_packet("r/once", b"one", v5=True, qos=2, packet_id=5, dup=True))
+        again.wait_packet(PUBREC, packet_id=5)
+        again.send(ack_packet(PUBREL, 5, v5=True))
+        again.wait_packet(PUBCOMP, packet_id=5)
+        assert reader.connect("r-watch", level=5, clean=False, props=KEEP).session_present
+        messages = reader.receive_messages(2)
+        assert sorted((m.topic, m.payload) for m in messages) == [
+            ("r/once", b"one"),
+            ("r/will", b"gone"),
+        ]
+        reader.expect_silence(2.5)
+    finally:
+        again.close()
+        reader.close()

@@ -336,6 +336,75 @@ def test_iter_keys_covers_every_field_once() -> None:
             value = getattr(getattr(Settings(), section.name), f.name)
             if dataclasses.is_dataclass(value):  # [mqtt_limit.cluster] and the like
                 expected |= {f"{section.name}.{f.name}.{g.name}" for g in dataclasses.fields(value)}
+            elif f.name == "anonymous_acl":  # [[auth.anonymous_acl]]: tables, not a key
+                continue
             else:
                 expected.add(f"{section.name}.{f.name}")
     assert set(keys) == expected
+
+
+def test_anonymous_acl_rules_from_toml_in_order() -> None:
+    text = (
+        '[[auth.anonymous_acl]]\npermission = "deny"\naction = "subscribe"\n'
+        'topic = "test/nosubscribe"\n'
+        '[[auth.anonymous_acl]]\npermission = "ALLOW"\naction = "all"\ntopic = "#"\n'
+    )
+    rules = parse_settings(text, {}, {}).auth.anonymous_acl
+    assert [(r.permission, r.action, r.topic) for r in rules] == [
+        ("deny", "subscribe", "test/nosubscribe"),
+        ("allow", "all", "#"),
+    ]
+    assert parse_settings(None, {}, {}).auth.anonymous_acl == ()
+
+
+@pytest.mark.parametrize(
+    ("rule", "fragment"),
+    [
+        ('permission = "maybe"\naction = "all"\ntopic = "#"', "rule 1: permission must be"),
+        ('permission = "deny"\naction = "read"\ntopic = "#"', "rule 1: action must be"),
+        ('permission = "deny"\naction = "all"\ntopic = "a/#/b"', "not a valid topic filter"),
+        ('permission = "deny"\naction = "all"', "rule 1: topic must be"),
+        ('permission = "deny"\naction = "all"\ntopic = "#"\nqos = 1', "unknown key 'qos'"),
+    ],
+)
+def test_bad_anonymous_acl_rule_names_the_key_and_rule(rule: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_settings(f"[[auth.anonymous_acl]]\n{rule}\n", {}, {})
+    assert "auth.anonymous_acl" in str(caught.value)
+    assert fragment in str(caught.value)
+
+
+def test_listener_tables_turn_their_listener_on() -> None:
+    off = parse_settings(None, {}, {}).listener
+    assert (off.tls.enabled, off.ws.enabled, off.wss.enabled) == (False, False, False)
+    on = parse_settings('[listener.ws]\n[listener.wss]\ncertfile = "c"\nkeyfile = "k"\n', {}, {})
+    assert (on.listener.tls.enabled, on.listener.ws.enabled, on.listener.wss.enabled) == (
+        False,
+        True,
+        True,
+    )
+    assert on.listener.ws.port == 8083 and on.listener.ws.path == "/mqtt"
+    env = parse_settings(None, {"MQTTQ_LISTENER_WS__ENABLED": "true"}, {}).listener.ws
+    assert env.enabled
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [
+        ("[listener.tls]\nport = 8883\n", "listener.tls.certfile"),
+        ('[listener.tls]\ncertfile = "c"\n', "listener.tls.keyfile"),
+        (
+            '[listener.wss]\ncertfile = "c"\nkeyfile = "k"\nmin_version = "1.1"\n',
+            "listener.wss.min_version",
+        ),
+        ('[listener.ws]\npath = "mqtt"\n', "listener.ws.path"),
+        (
+            '[listener.tls]\ncertfile = "c"\nkeyfile = "k"\nidentity_as_username = true\n',
+            "listener.tls.identity_as_username",
+        ),
+    ],
+)
+def test_bad_listener_settings_name_the_key(text: str, key: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_settings(text, {}, {})
+    assert key in str(caught.value)
