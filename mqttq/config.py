@@ -70,6 +70,9 @@ class StorageSettings:
     """Group commit: how long the writer waits to gather more writes into one commit."""
     device: str = "sqlite"
     """Where DEVICE clients' offline queues live: sqlite (the backend above) | redis."""
+    log: str = "none"
+    """none (embedded: routing in-process) | kafka (every PUBLISH goes through
+    `<kafka.topic_prefix>msg.all`; needs `kafka.bootstrap_servers`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +92,49 @@ class RedisSettings:
     """With pipelining: flush after this many commands..."""
     flush_interval_ms: float = 3.0
     """...or after this many milliseconds, whichever comes first."""
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaApplicationSettings:
+    """`[kafka.application]`: APPLICATION clients' Kafka topics and consumers."""
+
+    max_poll_records: int = 200
+    """Records polled, delivered and acknowledged as one pack."""
+    pack_timeout_ms: int = 20_000
+    """How long a pack waits for every PUBACK / PUBCOMP before the ack strategy applies."""
+    ack_strategy: str = "retry_all"
+    """retry_all (re-send the unacknowledged with DUP=1) | skip_all (commit past them,
+    counted in /metrics and logged with their offsets)."""
+    retries: int = 3
+    """retry_all: re-sends of a pack before it is skipped; 0 = no limit."""
+    topic_retention_ms: int = 604_800_000
+    """retention.ms of `msg.app.<client_id>` topics (7 days)."""
+    topic_segment_bytes: int = 26_214_400
+    """segment.bytes of `msg.app.*` topics."""
+    shared_topic_partitions: int = 12
+    """Partitions of `msg.app.shared.<filter>` topics."""
+    high_watermark: int = 1_310_720
+    """Socket write buffer bytes above which a client's consumers pause (1280 KB)."""
+    low_watermark: int = 655_360
+    """...and below which they resume (640 KB)."""
+    flush_every: int = 10
+    """Deliveries written before the socket is flushed; 1 = write-and-flush."""
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaSettings:
+    """`[kafka]`: the Apache Kafka of the distributed mode (`storage.log = "kafka"`)."""
+
+    bootstrap_servers: str = ""
+    """host:port[,host:port...] of the Kafka brokers."""
+    topic_prefix: str = "tbmq."
+    """Every topic mqttq uses starts with it (`tbmq.msg.all`)."""
+    produce_timeout_ms: int = 10_000
+    """librdkafka delivery.timeout.ms: a produce not acknowledged in this time fails (the
+    publisher is refused) instead of waiting for Kafka forever."""
+    msg_all_partitions: int = 12
+    """Partitions of `<prefix>msg.all` when mqttq creates it."""
+    application: KafkaApplicationSettings = field(default_factory=KafkaApplicationSettings)
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +200,7 @@ class Settings:
     mqtt: MqttSettings = field(default_factory=MqttSettings)
     storage: StorageSettings = field(default_factory=StorageSettings)
     redis: RedisSettings = field(default_factory=RedisSettings)
+    kafka: KafkaSettings = field(default_factory=KafkaSettings)
     log: LogSettings = field(default_factory=LogSettings)
     auth: AuthSettings = field(default_factory=AuthSettings)
     postgres: PostgresSettings = field(default_factory=PostgresSettings)
@@ -168,6 +215,8 @@ LOG_LEVELS: Final = ("debug", "info", "warning", "error", "critical")
 LOG_FORMATS: Final = ("json", "text")
 STORAGE_BACKENDS: Final = ("sqlite", "memory")
 DEVICE_STORES: Final = ("sqlite", "redis")
+MESSAGE_LOGS: Final = ("none", "kafka")
+ACK_STRATEGIES: Final = ("retry_all", "skip_all")
 QUEUE_FULL_POLICIES: Final = ("drop_oldest", "reject_new")
 ANONYMOUS_MODES: Final = ("always", "loopback", "never")
 AUTH_STORES: Final = ("sqlite", "postgres")
@@ -179,6 +228,8 @@ _SECTIONS: Final[dict[str, type]] = {
     "mqtt": MqttSettings,
     "storage": StorageSettings,
     "redis": RedisSettings,
+    "kafka": KafkaSettings,
+    "kafka.application": KafkaApplicationSettings,
     "log": LogSettings,
     "auth": AuthSettings,
     "postgres": PostgresSettings,
@@ -187,7 +238,7 @@ _SECTIONS: Final[dict[str, type]] = {
     "mqtt_limit.cluster": Quota,
     "mqtt_limit.tenant": Quota,
 }
-_SUBSECTIONS: Final = {"mqtt_limit": ("cluster", "tenant")}
+_SUBSECTIONS: Final = {"mqtt_limit": ("cluster", "tenant"), "kafka": ("application",)}
 """Sections holding tables of their own (`[mqtt_limit.cluster]`)."""
 _TYPES: Final[dict[str, dict[str, type]]] = {
     name: {
@@ -279,11 +330,15 @@ def parse_settings(
     for dotted, value in overrides.items():
         if value is not None:
             _store(values, dotted, value, "from the command line", text=isinstance(value, str))
+    _check_together(values)
     return Settings(
         listener=ListenerSettings(**values["listener"]),
         mqtt=MqttSettings(**values["mqtt"]),
         storage=StorageSettings(**values["storage"]),
         redis=RedisSettings(**values["redis"]),
+        kafka=KafkaSettings(
+            **values["kafka"], application=KafkaApplicationSettings(**values["kafka.application"])
+        ),
         log=LogSettings(**values["log"]),
         auth=AuthSettings(**values["auth"]),
         postgres=PostgresSettings(**values["postgres"]),
@@ -294,6 +349,27 @@ def parse_settings(
             tenant=Quota(**values["mqtt_limit.tenant"]),
         ),
     )
+
+
+def _check_together(values: dict[str, dict[str, Any]]) -> None:
+    """Checks that involve more than one key (each key alone is already valid)."""
+    if (
+        values["storage"].get("log", "none") == "kafka"
+        and not values["kafka"].get("bootstrap_servers", "").strip()
+    ):
+        raise ConfigError(
+            "kafka.bootstrap_servers",
+            'must be set when storage.log = "kafka" (e.g. bootstrap_servers = "127.0.0.1:9092")',
+        )
+    app = values["kafka.application"]
+    defaults = KafkaApplicationSettings()
+    low = app.get("low_watermark", defaults.low_watermark)
+    high = app.get("high_watermark", defaults.high_watermark)
+    if low >= high:
+        raise ConfigError(
+            "kafka.application.low_watermark",
+            f"must be below kafka.application.high_watermark ({high}), got {low}",
+        )
 
 
 def _read_config(path: Path) -> str:
@@ -510,7 +586,28 @@ def _postgres_url(value: Any) -> str | None:
     return f"must start with postgresql:// or postgres://, got {value!r}"
 
 
+_KAFKA_TOPIC_CHARS: Final = frozenset(
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
+)
+
+
+def _kafka_topic_prefix(value: Any) -> str | None:
+    # Kafka topic names: [a-zA-Z0-9._-], at most 249 characters; leave room for the rest.
+    bad = sorted(set(str(value)) - _KAFKA_TOPIC_CHARS)
+    if bad:
+        return f"may hold only letters, digits, '.', '_' and '-', got {value!r}"
+    if len(str(value)) > 100:
+        return f"must be at most 100 characters, got {len(str(value))}"
+    return None
+
+
+def _kafka_retention(value: Any) -> str | None:
+    return None if value == -1 or value > 0 else f"must be -1 (forever) or > 0, got {value}"
+
+
 _NORMALIZE: Final[dict[str, Callable[[Any], Any]]] = {
+    "storage.log": str.lower,
+    "kafka.application.ack_strategy": str.lower,
     "log.level": str.lower,
     "log.format": str.lower,
     "auth.anonymous": str.lower,
@@ -538,6 +635,20 @@ _CHECKS: Final[dict[str, Callable[[Any], str | None]]] = {
     "redis.default_ttl": _positive,
     "redis.flush_commands": _positive,
     "redis.flush_interval_ms": _not_negative,
+    "storage.log": _one_of(*MESSAGE_LOGS),
+    "kafka.topic_prefix": _kafka_topic_prefix,
+    "kafka.produce_timeout_ms": _positive,
+    "kafka.msg_all_partitions": _in_range(1, 10_000),
+    "kafka.application.max_poll_records": _in_range(1, 100_000),
+    "kafka.application.pack_timeout_ms": _positive,
+    "kafka.application.ack_strategy": _one_of(*ACK_STRATEGIES),
+    "kafka.application.retries": _not_negative,
+    "kafka.application.topic_retention_ms": _kafka_retention,
+    "kafka.application.topic_segment_bytes": _in_range(14, 2**31 - 1),
+    "kafka.application.shared_topic_partitions": _in_range(1, 10_000),
+    "kafka.application.high_watermark": _positive,
+    "kafka.application.low_watermark": _not_negative,
+    "kafka.application.flush_every": _in_range(1, 100_000),
     "log.level": _one_of(*LOG_LEVELS),
     "log.format": _one_of(*LOG_FORMATS),
     "auth.anonymous": _one_of(*ANONYMOUS_MODES),
