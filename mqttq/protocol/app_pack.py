@@ -21,10 +21,10 @@ No I/O, no clock: `now` is passed in.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 
-from mqttq.model import Message
+from mqttq.model import AppContext, Message, PendingKind, Unacked
 from mqttq.protocol.inflight import PacketIdAllocator
 
 __all__ = [
@@ -43,35 +43,6 @@ class AckStrategy(StrEnum):
 
     RETRY_ALL = "retry_all"
     SKIP_ALL = "skip_all"
-
-
-class PendingKind(StrEnum):
-    """What an in-flight entry waits for: PUBACK/PUBREC (PUBLISH) or PUBCOMP (PUBREL)."""
-
-    PUBLISH = "PUBLISH"
-    PUBREL = "PUBREL"
-
-
-@dataclass(frozen=True, slots=True)
-class Unacked:
-    """One in-flight delivery as saved in `application_session_ctx`."""
-
-    offset: int
-    packet_id: int
-    kind: PendingKind
-
-
-@dataclass(slots=True)
-class AppContext:
-    """What a disconnected APPLICATION session leaves for its next connection."""
-
-    client_id: str
-    offset: int | None = None
-    """Records below this offset and not in `unacked` were handled (acknowledged, QoS 0 or
-    expired); None when no pack was in progress."""
-    unacked: list[Unacked] = field(default_factory=list)
-    """In-flight deliveries, in the order they were sent."""
-    updated_at: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
