@@ -156,11 +156,17 @@ class Client(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self.writable = False
+        session = self.session
+        if session is not None and session.app is not None:
+            session.app.pause_writing()
 
     def resume_writing(self) -> None:
         self.writable = True
-        if self.session is not None:
-            self.session.pump()
+        session = self.session
+        if session is not None:
+            if session.app is not None:
+                session.app.resume_writing()
+            session.pump()
         self._flush_soon()
 
     # ------------------------------------------------------------------ sending

@@ -74,19 +74,6 @@ class _Entry:
     dup: bool = False
 
 
-class _InUse:
-    """Packet ids not to hand out: those in flight and those a restored context holds."""
-
-    __slots__ = ("inflight", "reserved")
-
-    def __init__(self, inflight: dict[int, _Entry], reserved: set[int]) -> None:
-        self.inflight = inflight
-        self.reserved = reserved
-
-    def __contains__(self, packet_id: object) -> bool:
-        return packet_id in self.inflight or packet_id in self.reserved
-
-
 class PackProcessor:
     """The delivery state of one APPLICATION consumer (see the module docstring).
 
@@ -100,7 +87,10 @@ class PackProcessor:
         strategy: AckStrategy,
         retries: int,
         restored: AppContext | None = None,
+        taken: set[int] | None = None,
     ) -> None:
+        """`taken`: the packet ids in use on the client's connection, shared by every
+        processor of one client (its own topic and its shared subscriptions)."""
         self.strategy = strategy
         self.retries = retries
         """Re-sends per pack under retry_all before giving up; 0 = no limit."""
@@ -117,7 +107,9 @@ class PackProcessor:
                 reserved.add(item.packet_id)
             last = max(reserved, default=0)
         self._reserved = reserved
-        self._ids = PacketIdAllocator(_InUse(self._inflight, reserved), last)
+        self._taken = taken if taken is not None else set()
+        self._taken |= reserved
+        self._ids = PacketIdAllocator(self._taken, last)
         self._pack_end: int | None = None
         self._attempts = 0
         self.delivered = 0
@@ -174,6 +166,7 @@ class PackProcessor:
         """Past the restored context: ids it held and never re-sent are free again."""
         self._restore_end = None
         self._restored.clear()
+        self._taken -= self._reserved
         self._reserved.clear()
 
     def committed(self) -> None:
@@ -206,6 +199,7 @@ class PackProcessor:
                 self._reserved.discard(entry.packet_id)
             else:
                 entry.packet_id = self._ids.allocate()
+                self._taken.add(entry.packet_id)
             inflight[entry.packet_id] = entry
             sends.append(Send(entry.offset, entry.packet_id, message, entry.dup))
         return sends
@@ -217,8 +211,7 @@ class PackProcessor:
         entry = self._inflight.get(packet_id)
         if entry is None or entry.kind is not PendingKind.PUBLISH or entry.message.qos != 1:
             return False
-        del self._inflight[packet_id]
-        self.delivered += 1
+        self._complete(packet_id)
         return True
 
     def on_pubrec(self, packet_id: int, failed: bool = False) -> bool:
@@ -228,8 +221,7 @@ class PackProcessor:
         if entry is None or entry.kind is not PendingKind.PUBLISH or entry.message.qos != 2:
             return False
         if failed:
-            del self._inflight[packet_id]
-            self.delivered += 1
+            self._complete(packet_id)
             return False
         entry.kind = PendingKind.PUBREL
         return True
@@ -239,9 +231,23 @@ class PackProcessor:
         entry = self._inflight.get(packet_id)
         if entry is None or entry.kind is not PendingKind.PUBREL:
             return False
-        del self._inflight[packet_id]
-        self.delivered += 1
+        self._complete(packet_id)
         return True
+
+    def _complete(self, packet_id: int) -> None:
+        del self._inflight[packet_id]
+        self._taken.discard(packet_id)
+        self.delivered += 1
+
+    def owns(self, packet_id: int) -> bool:
+        """The id is one of this processor's deliveries in flight."""
+        return packet_id in self._inflight
+
+    def abandon(self, packet_id: int) -> None:
+        """A delivery that could not be written (larger than the client's Maximum Packet
+        Size [MQTT-3.1.2-25]): done, as the spec says, without an acknowledgement."""
+        if packet_id in self._inflight:
+            self._complete(packet_id)
 
     def timed_out(self) -> list[Send]:
         """The pack timeout passed before `done`. retry_all with retries left: the
@@ -265,6 +271,7 @@ class PackProcessor:
             [entry.offset for entry in self._inflight.values()]
             + [entry.offset for entry in self._waiting]
         )
+        self._taken -= self._inflight.keys()
         self._inflight.clear()
         self._waiting.clear()
         self.skipped += len(skipped)
