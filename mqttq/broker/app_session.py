@@ -359,11 +359,15 @@ class AppConsumer:
         try:
             restored = await log.contexts.load_app_context(client_id) if self.main else None
             self.pack = PackProcessor(log.strategy, log.settings.retries, restored, app.taken)
+            # The client's own topic is assigned, not subscribed: a consumer of a killed
+            # broker would otherwise hold the group until its session timed out.
             self._consumer = KafkaConsumer(
                 log.kafka.bootstrap_servers,
                 self.group,
                 [self.topic],
                 client_id=f"mqttq-app-{client_id}"[:200],
+                config=None if self.main else {"session.timeout.ms": 10_000},
+                assign=[TopicPartition(self.topic, 0)] if self.main else None,
             )
             while not self._stopping:
                 await self._one_pack()

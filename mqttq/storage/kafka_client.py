@@ -216,7 +216,11 @@ class KafkaConsumer:
         client_id: str = "mqttq",
         auto_offset_reset: str = "earliest",
         config: Mapping[str, Any] | None = None,
+        assign: Iterable[TopicPartition] | None = None,
     ) -> None:
+        """With `assign`, the consumer reads those partitions without joining the group
+        (no rebalance, so no wait for a dead member's session to time out); the group
+        only keeps its committed offsets, where reading starts. `topics` is then unused."""
         settings = _common(bootstrap_servers, client_id)
         settings.update(
             {
@@ -233,7 +237,10 @@ class KafkaConsumer:
             1, thread_name_prefix="mqttq-kafka-consumer"
         )
         self._consumer = confluent_kafka.Consumer(settings)
-        self._consumer.subscribe(list(topics))
+        if assign is None:
+            self._consumer.subscribe(list(topics))
+        else:
+            self._consumer.assign(_native(assign))
         self._closed = False
 
     async def _run(self, function: Any, *args: Any) -> Any:
