@@ -52,6 +52,7 @@ class BrokerAdmin:
             refusals=dict(limits.refusals),
             tenants=tenants,
             storage_latency=self.hub.stats.storage_latency.snapshot(),
+            app_lag={} if self.hub.app_log is None else dict(self.hub.app_log.lag),
         )
 
     # ------------------------------------------------------------------ sessions

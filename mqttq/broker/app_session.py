@@ -50,6 +50,11 @@ logger = logging.getLogger("mqttq.broker.app")
 
 _POLL_SECONDS = 0.2
 """How long one poll waits for records (also how fast a stop is noticed)."""
+_CONSUMER_CONFIG = {"queued.max.messages.kbytes": 8192}
+"""librdkafka prefetches up to 64 MB per consumer by default: with one consumer per client,
+that, not the socket, would bound the memory a client that does not read costs."""
+_SHARED_CONFIG = {**_CONSUMER_CONFIG, "session.timeout.ms": 10_000}
+"""A member of a killed broker leaves its shared group after 10 s, not 45."""
 
 
 class AppLog:
@@ -264,7 +269,11 @@ class AppClient:
         return PubrelPacket(packet_id)
 
     def pause_writing(self) -> None:
-        self.writable.clear()
+        """The write buffer passed the high watermark: nothing more is written, and each
+        consumer pauses its partitions before it would poll again."""
+        if self.writable.is_set():
+            self.writable.clear()
+            self.log.pauses += 1
 
     def resume_writing(self) -> None:
         self.writable.set()
@@ -333,6 +342,8 @@ class AppConsumer:
             return
         window = client.conn.client_receive_maximum
         self._write(pack.next_sends(window, time.time()))
+        if pack.done:
+            self._acked.set()  # QoS 0 and expired records need no ack: the pack is over
 
     def _write(self, sends: list[Send]) -> None:
         session = self.app.session
@@ -366,7 +377,7 @@ class AppConsumer:
                 self.group,
                 [self.topic],
                 client_id=f"mqttq-app-{client_id}"[:200],
-                config=None if self.main else {"session.timeout.ms": 10_000},
+                config=_CONSUMER_CONFIG if self.main else _SHARED_CONFIG,
                 assign=[TopicPartition(self.topic, 0)] if self.main else None,
             )
             while not self._stopping:
@@ -390,7 +401,6 @@ class AppConsumer:
         if not app.writable.is_set():
             paused = await consumer.assignment()
             await consumer.pause(paused)
-            log.pauses += 1
             await app.writable.wait()
             await consumer.resume(paused)
         records = await consumer.poll_batch(log.settings.max_poll_records, _POLL_SECONDS)

@@ -478,6 +478,8 @@ class Hub:
             "storage_errors": stats.storage_errors,
             "storage_pending": len(self.tasks),
         }
+        if self.app_log is not None:
+            counters.update(self.app_log.statistics())
         for qos in range(3):
             counters[f"messages_in_qos{qos}"] = stats.messages_in[qos]
             counters[f"messages_out_qos{qos}"] = stats.messages_out[qos]
