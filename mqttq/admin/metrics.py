@@ -45,6 +45,36 @@ _PLAIN: Final = (
     ("app_skipped", "mqttq_app_messages_skipped", "APPLICATION messages skipped.", True),
     ("app_expired", "mqttq_app_messages_expired", "APPLICATION messages expired.", True),
     ("app_retried", "mqttq_app_messages_retried", "APPLICATION messages re-sent.", True),
+    (
+        "log_produce_failures",
+        "mqttq_log_produce_failures",
+        "PUBLISHes the Kafka message log did not confirm (publisher refused).",
+        True,
+    ),
+    (
+        "log_produce_queued",
+        "mqttq_log_produce_queued",
+        "Records sent to the message log, not yet confirmed.",
+        False,
+    ),
+    (
+        "log_consumer_lag",
+        "mqttq_log_consumer_lag",
+        "Records of the message log (msg.all) not yet read by this node.",
+        False,
+    ),
+    (
+        "log_commit_failures",
+        "mqttq_log_commit_failures",
+        "Offset commits of the message log consumer that failed (retried).",
+        True,
+    ),
+    (
+        "log_undecodable",
+        "mqttq_log_undecodable_records",
+        "Records of the message log skipped because they could not be decoded.",
+        True,
+    ),
 )
 # Per-QoS counters: key prefix (qos0..qos2 appended) -> (metric name, help).
 _PER_QOS: Final = (

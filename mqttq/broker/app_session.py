@@ -27,10 +27,11 @@ from mqttq.codec.enums import ReasonCode
 from mqttq.codec.packets import PubrelPacket
 from mqttq.config import KafkaSettings
 from mqttq.errors import MqttqError
-from mqttq.model import Message
+from mqttq.model import AppContext, Message
 from mqttq.protocol.app_pack import AckStrategy, PackProcessor, Record, Send
 from mqttq.routing.topics import parse_shared
 from mqttq.storage.app_context import AppContextStore
+from mqttq.storage.app_inspect import AppSessionView, describe_app_session
 from mqttq.storage.app_topics import app_group, app_topic, shared_group, shared_topic
 from mqttq.storage.kafka_client import (
     KafkaAdmin,
@@ -152,6 +153,19 @@ class AppLog:
         """The session ended: its saved context goes too."""
         self.lag.pop(client_id, None)
         await self.contexts.delete_app_context(client_id)
+
+    async def describe(self, client_id: str) -> AppSessionView | None:
+        """The operator's view of an APPLICATION session (None: no context saved)."""
+        app = self.clients.get(client_id)
+        main = None if app is None else app.main
+        if main is not None and main.pack is not None:
+            context: AppContext | None = main.pack.context(client_id, time.time())
+        else:
+            context = await self.contexts.load_app_context(client_id)
+        if context is None:
+            return None
+        assert self._admin is not None
+        return await describe_app_session(self._admin, self.prefix, context, app is not None)
 
     def statistics(self) -> dict[str, int]:
         return {
@@ -341,7 +355,16 @@ class AppConsumer:
         if pack is None or self._stopping or client.closed or not self.app.writable.is_set():
             return
         window = client.conn.client_receive_maximum
-        self._write(pack.next_sends(window, time.time()))
+        flush_every = self.app.log.settings.flush_every
+        now = time.time()
+        # In chunks of flush_every, each written out at once: the transport sees its
+        # buffer grow (and calls pause_writing) before the rest of the pack is encoded.
+        while self.app.writable.is_set() and not client.closed:
+            sends = pack.next_sends(window, now, flush_every)
+            if not sends:
+                break
+            self._write(sends)
+            client.flush_now()
         if pack.done:
             self._acked.set()  # QoS 0 and expired records need no ack: the pack is over
 
@@ -369,6 +392,9 @@ class AppConsumer:
         client_id = app.session.client_id
         try:
             restored = await log.contexts.load_app_context(client_id) if self.main else None
+            if self.main and restored is None:
+                # Every APPLICATION session has a row, so that operators can list them.
+                await log.contexts.save_app_context(AppContext(client_id, updated_at=time.time()))
             self.pack = PackProcessor(log.strategy, log.settings.retries, restored, app.taken)
             # The client's own topic is assigned, not subscribed: a consumer of a killed
             # broker would otherwise hold the group until its session timed out.

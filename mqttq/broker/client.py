@@ -205,6 +205,11 @@ class Client(asyncio.Protocol):
         self._flush_soon()
         return sent
 
+    def flush_now(self) -> None:
+        """Write what is buffered to the transport now (not at the end of the iteration)."""
+        if self.conn.pending_bytes:
+            self._flush()
+
     def _flush_soon(self) -> None:
         pending = self.conn.pending_bytes
         if pending >= FLUSH_AT:

@@ -100,6 +100,9 @@ def _route(client: Client, packet: PublishPacket) -> None:
     steps = client.steps
     session = client.session
     assert session is not None
+    if hub.log is not None:
+        _append(client, packet, hub.append_to_log(session.space.name, message))
+        return
     fan = hub.publish(session.space, message, deliver_now=not steps)
     qos = packet.qos
     if not isinstance(fan, Fanout):  # delivered already: `fan` is the reason code
@@ -117,6 +120,27 @@ def _route(client: Client, packet: PublishPacket) -> None:
         return
     steps.add(future, partial(_publish_done, client, fan, qos, packet.packet_id))
     client.pause_reading_if_behind()
+
+
+def _append(client: Client, packet: PublishPacket, future: asyncio.Future[Any]) -> None:
+    """Distributed mode: the PUBLISH is routed once read back from the message log; its
+    PUBACK / PUBREC goes out (in arrival order) once the log confirmed it, and a refusal
+    (0x80, or a disconnect at 3.x) when the log did not."""
+    qos = packet.qos
+    if not qos:
+        return
+    client.steps.add(future, partial(_appended, client, qos, packet.packet_id))
+    client.pause_reading_if_behind()
+
+
+def _appended(
+    client: Client, qos: int, packet_id: int | None, future: asyncio.Future[Any] | None
+) -> None:
+    assert future is not None
+    if future.cancelled() or future.exception() is not None:
+        _ack(client, qos, packet_id, ReasonCode.UNSPECIFIED_ERROR)
+    else:
+        _ack(client, qos, packet_id, ReasonCode.SUCCESS)
 
 
 def _acknowledge(

@@ -15,6 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Iterable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from mqttq.auth.acl import may_subscribe
@@ -35,6 +36,7 @@ from mqttq.routing.topics import (
     parse_shared,
     validate_topic_filter,
 )
+from mqttq.storage.log_ports import MessageLog
 from mqttq.storage.ports import QueuedMessage, SessionRecord, Storage
 
 if TYPE_CHECKING:
@@ -109,6 +111,9 @@ class Hub:
         self.app_log: AppLog | None = None
         """APPLICATION clients' Kafka topics (with `storage.log = "kafka"`), set by the
         broker before it starts."""
+        self.log: MessageLog | None = None
+        """The message log (distributed mode): PUBLISHes go there first, and are routed
+        when read back (broker/log.py). None: routed at once (embedded)."""
 
     def is_online(self, client_id: str) -> bool:
         session = self.sessions.get(client_id)
@@ -296,14 +301,45 @@ class Hub:
         return data
 
     def publish_detached(self, tenant: str, message: Message) -> None:
-        """Publish with nobody to acknowledge (wills): deliveries complete on their own."""
+        """Publish with nobody to acknowledge (wills): deliveries complete on their own
+        (through the message log when there is one)."""
         self.stats.messages_in[message.qos] += 1
+        if self.log is not None:
+            self.append_to_log(tenant, message)
+            return
         fan = self.publish(self.space(tenant), message, deliver_now=True)
         if not isinstance(fan, Fanout):
             return  # delivered
         future = fan.future()
         if future is not None:
             future.add_done_callback(lambda _f: self.complete(fan))
+
+    # ------------------------------------------------------------------ message log
+
+    def append_to_log(self, tenant: str, message: Message) -> asyncio.Future[Any]:
+        """Append `message` of `tenant` to the message log (which must be set); the
+        future settles once the log confirmed it or failed. The time to the confirmation
+        is observed as storage latency `log_produce`; failures are counted."""
+        assert self.log is not None
+        future = self.log.append(tenant, message)
+        future.add_done_callback(partial(self._appended, future.get_loop().time()))
+        return future
+
+    def _appended(self, started: float, future: asyncio.Future[Any]) -> None:
+        stats = self.stats
+        if future.cancelled() or future.exception() is not None:
+            stats.log_produce_failures += 1
+            return
+        stats.storage_latency.observe("log_produce", future.get_loop().time() - started)
+
+    def route_logged(self, tenant: str, message: Message) -> Fanout | ReasonCode:
+        """Route a message read back from the log, delivering at once what waits for
+        nothing; a Fanout goes to `complete_logged` once its `future()` settled."""
+        return self.publish(self.space(tenant), message, deliver_now=True)
+
+    def complete_logged(self, fan: Fanout) -> bool:
+        """`complete` for a message from the log; True when a storage write failed."""
+        return self.complete(fan) == ReasonCode.UNSPECIFIED_ERROR
 
     def deliver_retained(
         self, session: Session, subscription: Subscription, messages: Iterable[Message]
@@ -484,6 +520,9 @@ class Hub:
             counters[f"messages_in_qos{qos}"] = stats.messages_in[qos]
             counters[f"messages_out_qos{qos}"] = stats.messages_out[qos]
             counters[f"messages_dropped_qos{qos}"] = stats.dropped[qos]
+        if self.log is not None:
+            counters["log_produce_failures"] = stats.log_produce_failures
+            counters.update(self.log.statistics())
         return counters
 
 

@@ -13,11 +13,13 @@ from mqttq.broker.client import Client
 from mqttq.broker.hub import Hub
 from mqttq.broker.lifecycle import Lifecycle
 from mqttq.broker.listeners import bound_port, start_tcp_listener
+from mqttq.broker.log import LogRouter
 from mqttq.config import Settings
 from mqttq.errors import MqttqError
 from mqttq.limits.limiter import Limits
 from mqttq.limits.quota import Quota
 from mqttq.storage.app_context import AppContextStore
+from mqttq.storage.log_ports import MessageLog
 from mqttq.storage.ports import Storage
 
 __all__ = ["HOUSEKEEPING_INTERVAL", "Broker"]
@@ -45,6 +47,7 @@ class Broker:
         settings: Settings,
         storage: Storage,
         auth_store: AuthStore | None = None,
+        log: MessageLog | None = None,
         app_contexts: AppContextStore | None = None,
     ) -> None:
         """`app_contexts`: where APPLICATION clients' consumer contexts live; given when
@@ -64,6 +67,8 @@ class Broker:
         )
         self.authenticator = Authenticator(self.auth_store, anonymous=settings.auth.anonymous)
         self.hub = Hub(settings.mqtt, storage, self.limits)
+        self.log = log
+        self._log_router: LogRouter | None = None
         self.started_at = time.time()
         self._life: Lifecycle | None = None
         self._server: asyncio.Server | None = None
@@ -94,6 +99,11 @@ class Broker:
             self.hub.app_log = app_log
         life = self._life = Lifecycle(self.hub, loop, self.authenticator)
         restored = await life.restore()
+        if self.log is not None:
+            await self.log.open()
+            self.hub.log = self.log
+            self._log_router = LogRouter(self.hub, self.log)
+            self._log_router.start()
         listener = self.settings.listener
         self._server = await start_tcp_listener(
             loop, lambda: Client(life), listener.host, listener.port
@@ -155,6 +165,7 @@ class Broker:
                 await self._life.shutdown()
         finally:
             try:
+                await self._close_log()
                 if self.hub.app_log is not None:
                     await self.hub.app_log.close()
                 await self.storage.close()
@@ -165,6 +176,16 @@ class Broker:
                     if self._stopped is not None:
                         self._stopped.set()
                     logger.debug("stopped")
+
+    async def _close_log(self) -> None:
+        """Stop routing from the log, then close it (wills due at shutdown were appended
+        already; batches not completed are read again at the next start)."""
+        if self._log_router is not None:
+            await self._log_router.stop()
+            self._log_router = None
+        if self.log is not None:
+            await self.log.close()
+            await self.hub.tasks.barrier()
 
     def statistics(self) -> dict[str, int]:
         """Counters: connections, sessions, messages in/out/dropped per QoS, retained."""

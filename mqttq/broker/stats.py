@@ -13,6 +13,7 @@ class BrokerStats:
     __slots__ = (
         "connections_total",
         "dropped",
+        "log_produce_failures",
         "messages_in",
         "messages_out",
         "protocol_errors",
@@ -24,6 +25,8 @@ class BrokerStats:
         self.connections_total = 0
         self.protocol_errors = 0
         self.storage_errors = 0
+        self.log_produce_failures = 0
+        """PUBLISHes the message log did not confirm (the publisher was refused)."""
         self.messages_in = [0, 0, 0]
         """PUBLISHes received from clients (wills included), by QoS."""
         self.messages_out = [0, 0, 0]

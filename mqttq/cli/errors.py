@@ -43,6 +43,11 @@ def explain(exc: BaseException, settings: Settings | None = None) -> tuple[str, 
     if isinstance(exc, ConfigError):
         return str(exc), EXIT_CONFIG
     if isinstance(exc, StorageError):
+        if str(exc).startswith("kafka:"):
+            return (
+                f"storage failed: {exc}; check [kafka] bootstrap_servers (kafka.bootstrap_servers)",
+                EXIT_FAILURE,
+            )
         if str(exc).startswith("redis:"):
             return f"storage failed: {exc}; check [redis] url (redis.url)", EXIT_FAILURE
         return f"storage failed: {exc}; check --data-dir (storage.data_dir)", EXIT_FAILURE

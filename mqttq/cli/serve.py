@@ -31,6 +31,7 @@ from mqttq.logs import configure_logging
 if TYPE_CHECKING:
     from mqttq.broker.server import Broker
     from mqttq.storage.app_context import AppContextStore
+    from mqttq.storage.log_ports import MessageLog
     from mqttq.storage.ports import Storage
 
 log = logging.getLogger(__name__)
@@ -150,7 +151,11 @@ def run_broker(
     from mqttq.broker.server import Broker  # noqa: PLC0415 (composition root, see module doc)
 
     broker = Broker(
-        settings, open_storage(settings), open_auth_store(settings), open_app_contexts(settings)
+        settings,
+        open_storage(settings),
+        open_auth_store(settings),
+        open_message_log(settings),
+        open_app_contexts(settings),
     )
     _run_event_loop(_serve(broker, settings, ready_file, announce, config))
 
@@ -212,6 +217,22 @@ def open_storage(settings: Settings) -> Storage:
     return CompositeStorage(base, queues)
 
 
+def open_message_log(settings: Settings) -> MessageLog | None:
+    """The message log `storage.log` names: None (embedded: nothing Kafka is imported) or
+    Kafka's `<kafka.topic_prefix>msg.all`."""
+    if settings.storage.log != "kafka":
+        return None
+    from mqttq.storage.kafka_log import KafkaMessageLog  # noqa: PLC0415 (loads confluent_kafka)
+
+    kafka = settings.kafka
+    return KafkaMessageLog(
+        kafka.bootstrap_servers,
+        topic_prefix=kafka.topic_prefix,
+        partitions=kafka.msg_all_partitions,
+        produce_timeout_ms=kafka.produce_timeout_ms,
+    )
+
+
 def _run_event_loop(main: Coroutine[Any, Any, None]) -> None:
     try:
         import uvloop  # noqa: PLC0415 (optional: not built for every platform)
@@ -256,7 +277,11 @@ async def _serve(
             _announce(settings, broker.port)
         log.info(
             "listening",
-            extra={"host": settings.listener.host, "port": broker.port, "mode": "embedded"},
+            extra={
+                "host": settings.listener.host,
+                "port": broker.port,
+                "mode": "kafka log" if settings.storage.log == "kafka" else "embedded",
+            },
         )
         serving = asyncio.create_task(broker.serve_forever())
         stopping = asyncio.create_task(stop.wait())

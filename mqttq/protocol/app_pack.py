@@ -173,14 +173,14 @@ class PackProcessor:
         """The shell committed `commit_offset`: the pack is over."""
         self._pack_end = None
 
-    def next_sends(self, window: int, now: float) -> list[Send]:
+    def next_sends(self, window: int, now: float, limit: int = 0) -> list[Send]:
         """What to write now, while fewer than `window` (the client's Receive Maximum
-        [MQTT-4.9.0-2]) QoS 1/2 deliveries are in flight. Expired messages are dropped
-        here, before they take a packet id."""
+        [MQTT-4.9.0-2]) QoS 1/2 deliveries are in flight, at most `limit` (0: no limit).
+        Expired messages are dropped here, before they take a packet id."""
         sends: list[Send] = []
         waiting = self._waiting
         inflight = self._inflight
-        while waiting and len(inflight) < window:
+        while waiting and len(inflight) < window and (not limit or len(sends) < limit):
             entry = waiting.popleft()
             message = entry.message
             if entry.kind is PendingKind.PUBREL:

@@ -22,6 +22,7 @@ import asyncio
 import collections
 import concurrent.futures
 import functools
+import logging
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from typing import Any, Final, cast
 
 import confluent_kafka
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._listoffsets import OffsetSpec
 from confluent_kafka.cimpl import NewTopic
 
 from mqttq.errors import StorageError
@@ -83,13 +85,18 @@ class Delivered:
     offset: int
 
 
+_LIBRDKAFKA_LOG: Final = logging.getLogger("mqttq.storage.librdkafka")
+
+
 def _common(bootstrap_servers: str, client_id: str) -> dict[str, Any]:
     return {
         "bootstrap.servers": bootstrap_servers,
         "client.id": client_id,
-        # librdkafka logs to stderr through its own logger otherwise; errors surface as
-        # failed deliveries and exceptions instead.
-        "log_level": 3,
+        # Through Python logging, not librdkafka's own stderr lines; only critical ones:
+        # an unreachable Kafka surfaces as failed deliveries and errors instead of a
+        # "Connect failed" line per retry.
+        "logger": _LIBRDKAFKA_LOG,
+        "log_level": 2,
     }
 
 
@@ -144,9 +151,9 @@ class KafkaProducer:
                 topic, value, key, headers=cast(Any, headers), on_delivery=report
             )
         except BufferError:
-            future.set_exception(KafkaClientError("Kafka producer queue is full"))
+            future.set_exception(KafkaClientError("kafka: producer queue is full"))
         except confluent_kafka.KafkaException as exc:
-            future.set_exception(KafkaClientError(f"Kafka produce failed: {exc}"))
+            future.set_exception(KafkaClientError(f"kafka: produce failed: {exc}"))
         return future
 
     def _poll(self) -> None:
@@ -195,7 +202,7 @@ def _settle(batch: list[tuple[asyncio.Future[Delivered], Any, Any]]) -> None:
         if future.done():
             continue
         if error is not None:
-            future.set_exception(KafkaClientError(f"Kafka did not confirm the record: {error}"))
+            future.set_exception(KafkaClientError(f"kafka: did not confirm the record: {error}"))
         else:
             future.set_result(Delivered(message.partition(), message.offset()))
 
@@ -258,7 +265,7 @@ class KafkaConsumer:
             error = message.error()
             if error is not None:
                 if error.fatal():
-                    raise KafkaClientError(f"Kafka consumer failed: {error}")
+                    raise KafkaClientError(f"kafka: consumer failed: {error}")
                 continue  # transient (broker down, rebalance): librdkafka retries
             _, timestamp = message.timestamp()
             records.append(
@@ -288,7 +295,7 @@ class KafkaConsumer:
         try:
             self._consumer.commit(offsets=partitions, asynchronous=False)
         except confluent_kafka.KafkaException as exc:
-            raise KafkaClientError(f"Kafka offset commit failed: {exc}") from None
+            raise KafkaClientError(f"kafka: offset commit failed: {exc}") from None
 
     async def committed(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The group's committed offsets (-1001 where none), for lag and inspection."""
@@ -368,12 +375,32 @@ class KafkaAdmin:
             code = error.code() if isinstance(error, confluent_kafka.KafkaError) else None
             if code == confluent_kafka.KafkaError.TOPIC_ALREADY_EXISTS:
                 return False
-            raise KafkaClientError(f"cannot create Kafka topic {name!r}: {exc}") from None
+            raise KafkaClientError(f"kafka: cannot create topic {name!r}: {exc}") from None
         except TimeoutError:
             raise KafkaClientError(
-                f"cannot create Kafka topic {name!r}: no answer from Kafka in {timeout:g} s"
+                f"kafka: cannot create topic {name!r}: no answer from Kafka in {timeout:g} s"
             ) from None
         return True
+
+    async def offsets(
+        self, group: str, partition: TopicPartition, *, timeout: float = 10.0
+    ) -> tuple[int | None, int]:
+        """(offset committed by `group` or None, end offset) of `partition`, for
+        inspection. Raises KafkaClientError when Kafka does not answer."""
+        native = confluent_kafka.TopicPartition(partition.topic, partition.partition)
+        request = [confluent_kafka.ConsumerGroupTopicPartitions(group, [native])]
+        try:
+            committed_f = self._admin.list_consumer_group_offsets(request, request_timeout=timeout)
+            latest = cast(Any, OffsetSpec).latest()  # untyped in confluent_kafka
+            ends_f = self._admin.list_offsets({native: latest}, request_timeout=timeout)
+            found = await asyncio.wait_for(asyncio.wrap_future(committed_f[group]), timeout)
+            end = await asyncio.wait_for(asyncio.wrap_future(ends_f[native]), timeout)
+        except (confluent_kafka.KafkaException, TimeoutError) as exc:
+            raise KafkaClientError(
+                f"cannot read the offsets of {partition.topic!r}: {exc}"
+            ) from None
+        committed = [p.offset for p in found.topic_partitions if p.offset >= 0]
+        return (committed[0] if committed else None), int(end.offset)
 
     async def partitions(self, name: str, *, timeout: float = 10.0) -> int:
         """How many partitions topic `name` has; KafkaClientError when it does not exist."""
@@ -382,10 +409,10 @@ class KafkaAdmin:
             metadata = self._admin.list_topics(name, timeout=timeout)
             topic = metadata.topics.get(name)
             if topic is None or topic.error is not None:
-                raise KafkaClientError(f"Kafka topic {name!r} not found")
+                raise KafkaClientError(f"kafka: topic {name!r} not found")
             return len(topic.partitions)
 
         try:
             return await asyncio.to_thread(describe)
         except confluent_kafka.KafkaException as exc:
-            raise KafkaClientError(f"cannot describe Kafka topic {name!r}: {exc}") from None
+            raise KafkaClientError(f"kafka: cannot describe topic {name!r}: {exc}") from None

@@ -1,0 +1,202 @@
+"""The message log in Apache Kafka: topic `<prefix>msg.all` (issue 11).
+
+Every PUBLISH is produced with the publisher's client id as the key (one partition per
+publisher, so its messages stay in order), acks=all and idempotence. One consumer group
+(`<prefix>msg.all.consumers`) reads the topic; offsets are committed only for batches the
+broker marked `done`, so records read but not yet durably delivered are read again after a
+crash. A brand-new group starts at the earliest offset: nothing a publisher had
+acknowledged is skipped.
+
+A node killed without leaving the group holds its partitions until its session times out
+(SESSION_TIMEOUT_MS, Kafka's smallest by default): a node restarted at once reads again
+after that. (Static membership would avoid the wait, but librdkafka fences a static member
+for good when the Kafka node restarts under it.) A consumer that fails for good is
+replaced by a new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import Any, Final
+
+from mqttq.errors import StorageError
+from mqttq.model import Message
+from mqttq.storage.kafka_client import (
+    KafkaAdmin,
+    KafkaClientError,
+    KafkaConsumer,
+    KafkaProducer,
+    TopicPartition,
+)
+from mqttq.storage.kafka_records import decode_message, encode_message
+from mqttq.storage.log_ports import LogBatch
+
+__all__ = ["MSG_ALL", "KafkaMessageLog"]
+
+logger = logging.getLogger("mqttq.storage.kafka_log")
+
+MSG_ALL: Final = "msg.all"
+"""The log topic's name after the prefix."""
+READ_BATCH: Final = 500
+"""Records read (and routed) as one batch at most."""
+READ_WAIT: Final = 0.1
+"""Seconds one read waits for a first record (also bounds how long a commit waits)."""
+LAG_INTERVAL: Final = 2.0
+"""Seconds between consumer lag measurements."""
+
+SESSION_TIMEOUT_MS: Final = 6_000
+"""A node gone for this long loses its partitions to the other nodes of the group."""
+
+Offsets = dict[TopicPartition, int]
+
+
+class KafkaMessageLog:
+    """`MessageLog` over one Kafka topic (see the module docstring)."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        *,
+        topic_prefix: str = "tbmq.",
+        partitions: int = 12,
+        produce_timeout_ms: int = 10_000,
+    ) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.topic = f"{topic_prefix}{MSG_ALL}"
+        self.group_id = f"{self.topic}.consumers"
+        self.partitions = partitions
+        self.produce_timeout_ms = produce_timeout_ms
+        self._producer: KafkaProducer | None = None
+        self._consumer: KafkaConsumer | None = None
+        self._pending: Offsets = {}
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._lag = 0
+        self._commit_failures = 0
+        self._undecodable = 0
+
+    async def open(self) -> None:
+        """Create `<prefix>msg.all` when missing, then start producing and consuming."""
+        created = await KafkaAdmin(self.bootstrap_servers).ensure_topic(self.topic, self.partitions)
+        if created:
+            logger.info("created Kafka topic %s (%d partitions)", self.topic, self.partitions)
+        self._producer = KafkaProducer(
+            self.bootstrap_servers, delivery_timeout_ms=self.produce_timeout_ms
+        )
+        self._consumer = self._new_consumer()
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._commit_loop()), loop.create_task(self._lag_loop())]
+
+    def _new_consumer(self) -> KafkaConsumer:
+        return KafkaConsumer(
+            self.bootstrap_servers,
+            self.group_id,
+            [self.topic],
+            config={"session.timeout.ms": SESSION_TIMEOUT_MS},
+        )
+
+    def append(self, tenant: str, message: Message) -> asyncio.Future[Any]:
+        """Produce `message`; resolves once every in-sync replica has it."""
+        if self._producer is None:
+            raise StorageError("kafka: the message log is not open")
+        key, value, headers = encode_message(tenant, message)
+        return self._producer.produce(self.topic, value, key, headers)
+
+    async def read(self) -> LogBatch | None:
+        """Up to READ_BATCH records (waiting up to READ_WAIT for the first), decoded."""
+        consumer = self._consumer
+        if consumer is None:
+            raise StorageError("kafka: the message log is not open")
+        try:
+            records = await consumer.poll_batch(READ_BATCH, READ_WAIT)
+        except KafkaClientError:
+            # Fatal for this consumer: start over from the committed offsets.
+            self._consumer = self._new_consumer()
+            with contextlib.suppress(KafkaClientError):
+                await consumer.close()
+            raise
+        if not records:
+            return None
+        messages: list[tuple[str, Message]] = []
+        position: Offsets = {}
+        for record in records:
+            position[TopicPartition(record.topic, record.partition)] = record.offset + 1
+            try:
+                messages.append(decode_message(record.key, record.value, record.headers))
+            except StorageError as exc:
+                self._undecodable += 1
+                logger.error(
+                    "skipping record %s[%d]@%d: %s",
+                    record.topic,
+                    record.partition,
+                    record.offset,
+                    exc,
+                )
+        return LogBatch(messages, position)
+
+    def done(self, position: object) -> None:
+        """Commit the batch ending at `position` soon (merged with later ones)."""
+        assert isinstance(position, dict)
+        self._pending.update(position)
+        self._wake.set()
+
+    async def _commit_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            await self._commit()
+
+    async def _commit(self) -> None:
+        if not self._pending or self._consumer is None:
+            return
+        offsets, self._pending = self._pending, {}
+        try:
+            await self._consumer.commit(offsets)
+        except KafkaClientError as exc:
+            # Kafka is away (or the partition moved): keep the offsets for the next try.
+            self._commit_failures += 1
+            logger.warning("offsets not committed (retried later): %s", exc)
+            for part, offset in offsets.items():
+                self._pending.setdefault(part, offset)
+            await asyncio.sleep(READ_WAIT)
+            self._wake.set()
+
+    async def _lag_loop(self) -> None:
+        while True:
+            await asyncio.sleep(LAG_INTERVAL)
+            if self._consumer is not None:
+                self._lag = await self._consumer.lag()
+
+    def statistics(self) -> dict[str, int]:
+        """`log_consumer_lag`, `log_produce_queued`, `log_commit_failures`,
+        `log_undecodable`."""
+        queued = self._producer.statistics()["queued"] if self._producer is not None else 0
+        return {
+            "log_consumer_lag": self._lag,
+            "log_produce_queued": queued,
+            "log_commit_failures": self._commit_failures,
+            "log_undecodable": self._undecodable,
+        }
+
+    async def close(self) -> None:
+        """Commit what is done, leave the group, flush the producer. Idempotent."""
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks = []
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            if self._pending:
+                try:
+                    await consumer.commit(self._pending)
+                except KafkaClientError as exc:
+                    logger.warning("offsets not committed at close: %s", exc)
+                self._pending = {}
+            await consumer.close()
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await producer.close(self.produce_timeout_ms / 1000)
