@@ -160,11 +160,11 @@ def run_broker(
     _run_event_loop(_serve(broker, settings, ready_file, announce, config))
 
 
-def open_app_contexts(settings: Settings) -> AppContextStore | None:
+def open_app_contexts(settings: Settings, *, force: bool = False) -> AppContextStore | None:
     """Where APPLICATION clients' consumer contexts live when the Kafka log is on
-    (`storage.log = "kafka"`): PostgreSQL with `auth.store = "postgres"`, else the
-    embedded SQLite file; None when the log is off."""
-    if settings.storage.log != "kafka":
+    (`storage.log = "kafka"`, or `force`): PostgreSQL with `auth.store = "postgres"`, else
+    the embedded SQLite file; None when the log is off."""
+    if settings.storage.log != "kafka" and not force:
         return None
     if settings.auth.store == "postgres":
         from mqttq.storage.app_context_pg import PostgresAppContextStore  # noqa: PLC0415
