@@ -149,6 +149,17 @@ class AppLog:
         app.start()
         return app
 
+    async def reset(self, client_id: str) -> None:
+        """A new session for `client_id` (clean start): what its topic holds from an
+        earlier session is passed over [MQTT-3.1.2-4] (a context saying every record up to
+        the topic's end was handled). Raises KafkaClientError."""
+        assert self._admin is not None
+        topic = self.client_topic(client_id)
+        _, end = await self._admin.offsets(
+            app_group(self.prefix, client_id), TopicPartition(topic, 0)
+        )
+        await self.contexts.save_app_context(AppContext(client_id, end, [], time.time()))
+
     async def forget(self, client_id: str) -> None:
         """The session ended: its saved context goes too."""
         self.lag.pop(client_id, None)

@@ -217,6 +217,13 @@ class Lifecycle:
                     hub.space(tenant),
                     identity.client_type,
                 )
+                if app_log is not None and session.persistent and session.client_type == _APP:
+                    await hub.tasks.barrier(client_id)  # the old context is deleted
+                    try:
+                        await app_log.reset(client_id)
+                    except BaseException:
+                        limits.release_session(tenant)
+                        raise
                 hub.sessions[client_id] = session
                 session.client = client
                 session.will = packet.will

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import time
 
-from confluent_kafka.admin import AdminClient, ConfigResource
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 
 from mqttq.storage.app_topics import app_topic
 from tests.integration.helpers import Clients
@@ -64,6 +65,13 @@ def test_topic_of_a_special_client_id(app_broker: AppBrokerFactory, clients: Cli
 
 def broker_prefix(factory: AppBrokerFactory) -> str:
     return factory.prefix
+
+
+def end_offset(bootstrap: str, topic: str) -> int:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    partition = TopicPartition(topic, 0)
+    (future,) = admin.list_offsets({partition: OffsetSpec.latest()}).values()
+    return int(future.result(timeout=10).offset)
 
 
 def test_reconnect_resends_unacked_with_same_ids(
@@ -188,3 +196,33 @@ def test_expired_messages_are_skipped_and_expiry_rewritten(
     assert (got.payload, got.packet_id) == (b"long", 1)  # no packet id used by "short"
     remaining = got.props.get(Prop.MESSAGE_EXPIRY_INTERVAL)
     assert remaining is not None and 1 <= remaining <= 58
+
+
+def test_clean_start_passes_over_the_old_sessions_messages(
+    app_broker: AppBrokerFactory, clients: Clients
+) -> None:
+    """A new session (clean start) of an APPLICATION client does not get what its topic
+    holds from the earlier session [MQTT-3.1.2-4]; what is published after it, it does."""
+    broker = app_broker()
+    app = connect_app(clients, broker, "fresh1")
+    app.subscribe(("f/#", 1))
+    app.disconnect()
+    app.close()
+    publisher = clients.connected(broker, "pub")
+    publish_all(publisher, "f/a", [b"old1", b"old2"])
+    # The log routes them to the client's topic after the PUBACK: wait until they are in.
+    topic = app_topic(app_broker.prefix, "fresh1")
+    wait_for(lambda: end_offset(app_broker.kafka.bootstrap, topic) == 2, what="2 records")
+    fresh = clients.raw(broker)
+    fresh.connect(
+        "fresh1",
+        clean=True,
+        props=[(Prop.SESSION_EXPIRY_INTERVAL, 600)],
+        username="app",
+        password=b"app-secret",
+    )
+    fresh.subscribe(("f/#", 1))
+    publish_all(publisher, "f/a", [b"new"])
+    (got,) = fresh.receive_messages(1)
+    assert (got.payload, got.packet_id) == (b"new", 1)
+    fresh.expect_silence(0.5)
