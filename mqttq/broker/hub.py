@@ -114,6 +114,7 @@ class Hub:
         self.log: MessageLog | None = None
         """The message log (distributed mode): PUBLISHes go there first, and are routed
         when read back (broker/log.py). None: routed at once (embedded)."""
+        self._log_failing = False
 
     def is_online(self, client_id: str) -> bool:
         session = self.sessions.get(client_id)
@@ -327,9 +328,16 @@ class Hub:
 
     def _appended(self, started: float, future: asyncio.Future[Any]) -> None:
         stats = self.stats
-        if future.cancelled() or future.exception() is not None:
+        error = "cancelled" if future.cancelled() else future.exception()
+        if error is not None:
             stats.log_produce_failures += 1
+            if not self._log_failing:  # once per outage, not once per PUBLISH
+                self._log_failing = True
+                logger.warning("the message log refuses PUBLISHes: %s", error)
             return
+        if self._log_failing:
+            self._log_failing = False
+            logger.warning("the message log accepts PUBLISHes again")
         stats.storage_latency.observe("log_produce", future.get_loop().time() - started)
 
     def route_logged(self, tenant: str, message: Message) -> Fanout | ReasonCode:

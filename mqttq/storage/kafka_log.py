@@ -39,10 +39,12 @@ logger = logging.getLogger("mqttq.storage.kafka_log")
 
 MSG_ALL: Final = "msg.all"
 """The log topic's name after the prefix."""
-READ_BATCH: Final = 500
+READ_BATCH: Final = 1000
 """Records read (and routed) as one batch at most."""
 READ_WAIT: Final = 0.1
 """Seconds one read waits for a first record (also bounds how long a commit waits)."""
+COMMIT_INTERVAL: Final = 0.05
+"""Seconds between offset commits at most (each carries every batch done meanwhile)."""
 LAG_INTERVAL: Final = 2.0
 """Seconds between consumer lag measurements."""
 
@@ -74,7 +76,6 @@ class KafkaMessageLog:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._lag = 0
-        self._commit_failures = 0
         self._undecodable = 0
 
     async def open(self) -> None:
@@ -143,25 +144,22 @@ class KafkaMessageLog:
         self._wake.set()
 
     async def _commit_loop(self) -> None:
+        # Sent without waiting for Kafka, at most every COMMIT_INTERVAL: a failed commit
+        # is only counted, the next one carries the same or later offsets.
         while True:
             await self._wake.wait()
             self._wake.clear()
-            await self._commit()
-
-    async def _commit(self) -> None:
-        if not self._pending or self._consumer is None:
-            return
-        offsets, self._pending = self._pending, {}
-        try:
-            await self._consumer.commit(offsets)
-        except KafkaClientError as exc:
-            # Kafka is away (or the partition moved): keep the offsets for the next try.
-            self._commit_failures += 1
-            logger.warning("offsets not committed (retried later): %s", exc)
-            for part, offset in offsets.items():
-                self._pending.setdefault(part, offset)
-            await asyncio.sleep(READ_WAIT)
-            self._wake.set()
+            consumer = self._consumer
+            if self._pending and consumer is not None:
+                offsets, self._pending = self._pending, {}
+                try:
+                    await consumer.commit(offsets, wait=False)
+                except KafkaClientError as exc:
+                    logger.warning("offsets not committed (retried later): %s", exc)
+                    for part, offset in offsets.items():
+                        self._pending.setdefault(part, offset)
+                    self._wake.set()
+            await asyncio.sleep(COMMIT_INTERVAL)
 
     async def _lag_loop(self) -> None:
         while True:
@@ -173,10 +171,11 @@ class KafkaMessageLog:
         """`log_consumer_lag`, `log_produce_queued`, `log_commit_failures`,
         `log_undecodable`."""
         queued = self._producer.statistics()["queued"] if self._producer is not None else 0
+        failures = self._consumer.statistics()["commit_failures"] if self._consumer else 0
         return {
             "log_consumer_lag": self._lag,
             "log_produce_queued": queued,
-            "log_commit_failures": self._commit_failures,
+            "log_commit_failures": failures,
             "log_undecodable": self._undecodable,
         }
 

@@ -1,21 +1,27 @@
-"""A Message as one Kafka record: the payload as the value, the rest in headers.
+"""A Message as one Kafka record: the payload as the value, the rest in one header.
 
 The record key is the publisher's client id (UTF-8), so one publisher's records share a
-partition and keep their order. Headers, each readable with Kafka's own tools:
+partition and keep their order. The value is the payload, untouched. Everything else is
+packed into a single header `mqttq` (one header, not one per field: librdkafka's cost per
+header is several microseconds, more than the whole encoding):
 
-- `tenant`: the publisher's tenant (UTF-8)
-- `topic`: the topic name (UTF-8)
-- `qos`: b"0" | b"1" | b"2";  `retain`: b"0" | b"1"
-- `created_at`: when the broker accepted the message, unix seconds as a decimal float
-- `expires_at`: likewise, only when the message has a Message Expiry Interval
-- `props`: only when there are any: the PUBLISH properties in their MQTT 5 wire form
-  (property length + properties [MQTT-2.2.2]), so every property round-trips exactly
+    version   1 byte (1)
+    qos       1 byte (0..2)
+    retain    1 byte (0 | 1)
+    created   8 bytes, big-endian IEEE double: unix seconds the broker accepted it
+    expires   8 bytes, double; NaN when the message has no Message Expiry Interval
+    tenant    2-byte length + UTF-8
+    topic     2-byte length + UTF-8
+    props     the rest: the PUBLISH properties in MQTT 5 wire form (property length +
+              properties [MQTT-2.2.2]), so every property round-trips exactly
 
 This module imports nothing of confluent_kafka: it maps plain bytes.
 """
 
 from __future__ import annotations
 
+import math
+import struct
 from collections.abc import Sequence
 from typing import Final
 
@@ -29,27 +35,52 @@ from mqttq.codec.properties import (
 from mqttq.errors import MqttqError, StorageError
 from mqttq.model import Message
 
-__all__ = ["decode_message", "encode_message"]
+__all__ = ["HEADER", "decode_message", "encode_message"]
 
-_QOS: Final = (b"0", b"1", b"2")
-_RETAIN: Final = (b"0", b"1")
+HEADER: Final = "mqttq"
+"""The name of the header holding everything but the payload and the publisher."""
+VERSION: Final = 1
+
+_FIXED: Final = struct.Struct(">BBBddH")
+_LENGTH: Final = struct.Struct(">H")
+_NO_EXPIRY: Final = math.nan
 
 
 def encode_message(tenant: str, message: Message) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
     """`(key, value, headers)` of the record carrying `message` of `tenant`."""
-    headers = [
-        ("tenant", tenant.encode()),
-        ("topic", message.topic.encode()),
-        ("qos", _QOS[message.qos]),
-        ("retain", _RETAIN[message.retain]),
-        ("created_at", repr(message.created_at).encode()),
-    ]
-    if message.expires_at is not None:
-        headers.append(("expires_at", repr(message.expires_at).encode()))
-    props = encode_properties(message.properties, PacketType.PUBLISH)
-    if props != EMPTY_PROPERTIES:
-        headers.append(("props", props))
-    return message.publisher_id.encode(), message.payload, headers
+    tenant_raw = tenant.encode()
+    topic_raw = message.topic.encode()
+    expires = message.expires_at
+    props = message.properties
+    packed = b"".join(
+        (
+            _FIXED.pack(
+                VERSION,
+                message.qos,
+                message.retain,
+                message.created_at,
+                _NO_EXPIRY if expires is None else expires,
+                len(tenant_raw),
+            ),
+            tenant_raw,
+            _LENGTH.pack(len(topic_raw)),
+            topic_raw,
+            encode_properties(props, PacketType.PUBLISH) if _has_any(props) else b"",
+        )
+    )
+    return message.publisher_id.encode(), message.payload, [(HEADER, packed)]
+
+
+def _has_any(props: Properties) -> bool:
+    # The common case, a PUBLISH without properties, skips the encoder entirely.
+    return not (
+        props.payload_format_indicator is None
+        and props.message_expiry_interval is None
+        and props.content_type is None
+        and props.response_topic is None
+        and props.correlation_data is None
+        and not props.user_properties
+    )
 
 
 def decode_message(
@@ -57,28 +88,39 @@ def decode_message(
 ) -> tuple[str, Message]:
     """`(tenant, message)` from a record `encode_message` wrote. Raises StorageError naming
     what is wrong for a record it cannot read (a record of another writer, damaged)."""
-    fields: dict[str, bytes] = {}
+    packed = None
     for name, raw in headers:
-        fields[name] = raw.encode() if isinstance(raw, str) else (raw or b"")
+        if name == HEADER:
+            packed = raw.encode() if isinstance(raw, str) else raw
+    if not packed:
+        raise StorageError(f"Kafka record without the {HEADER!r} header")
     try:
-        qos = _QOS.index(fields["qos"])
-        retain = fields.get("retain", b"0") == b"1"
-        expires = fields.get("expires_at")
-        props_raw = fields.get("props")
-        message = Message(
-            fields["topic"].decode(),
-            value or b"",
-            qos,
-            retain,
-            decode_properties(memoryview(props_raw), 0, PacketType.PUBLISH)[0]
-            if props_raw
-            else Properties(),
-            float(fields["created_at"]),
-            None if expires is None else float(expires),
-            (key or b"").decode(),
-        )
-        return fields["tenant"].decode(), message
-    except KeyError as exc:
-        raise StorageError(f"Kafka record without the {exc.args[0]!r} header") from None
-    except (ValueError, UnicodeDecodeError, MqttqError) as exc:
+        version, qos, retain, created, expires, tenant_length = _FIXED.unpack_from(packed)
+        if version != VERSION or qos > 2 or retain > 1:
+            raise ValueError(f"version {version}, qos {qos}, retain {retain}")
+        offset = _FIXED.size + tenant_length
+        tenant = packed[_FIXED.size : offset].decode()
+        (topic_length,) = _LENGTH.unpack_from(packed, offset)  # struct.error when short
+        offset += _LENGTH.size + topic_length
+        if offset > len(packed):
+            raise ValueError("truncated")
+        topic = packed[offset - topic_length : offset].decode()
+        if offset < len(packed) and packed[offset:] != EMPTY_PROPERTIES:
+            props, end = decode_properties(memoryview(packed), offset, PacketType.PUBLISH)
+            if end != len(packed):
+                raise ValueError("bytes after the properties")
+        else:
+            props = Properties()
+    except (ValueError, struct.error, UnicodeDecodeError, MqttqError) as exc:
         raise StorageError(f"Kafka record not readable as a message: {exc}") from None
+    message = Message(
+        topic,
+        value or b"",
+        qos,
+        bool(retain),
+        props,
+        created,
+        None if math.isnan(expires) else expires,
+        (key or b"").decode(errors="replace"),
+    )
+    return tenant, message

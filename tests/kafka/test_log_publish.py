@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import redis
 
+from mqttq.storage.kafka_records import decode_message
 from tests.integration.helpers import Clients
 from tests.integration.waiting import BrokerFactory, wait_for
 from tests.integration.wire import PUBACK, PUBLISH, Prop, Will, publish_packet
@@ -33,10 +34,17 @@ def test_puback_comes_with_the_record_in_msg_all(
 
     ((key, value, headers),) = read_topic(kafka.bootstrap, f"{kafka_prefix}msg.all", 1)
     assert (key, value) == (b"pub-1", b"hello")
-    assert headers["tenant"] == b"default"
-    assert (headers["topic"], headers["qos"], headers["retain"]) == (b"a/b", b"1", b"1")
-    assert float(headers["created_at"]) > 0
-    assert b"text/plain" in headers["props"] and b"\x00\x01k\x00\x01v" in headers["props"]
+    tenant, logged = decode_message(key, value, list(headers.items()))
+    assert tenant == "default"
+    assert (logged.topic, logged.qos, logged.retain, logged.publisher_id) == (
+        "a/b",
+        1,
+        True,
+        "pub-1",
+    )
+    assert logged.properties.content_type == "text/plain"
+    assert logged.properties.user_properties == [("k", "v")]
+    assert logged.created_at > 0
 
     # Routed when read back: delivered, and retained for a later subscriber.
     (message,) = live.receive_messages(1)
@@ -125,7 +133,8 @@ def test_a_will_goes_through_the_log(
     (message,) = watcher.receive_messages(1)
     assert (message.type, message.topic, message.payload) == (PUBLISH, "will/dying", b"bye")
     ((key, value, headers),) = read_topic(kafka.bootstrap, f"{kafka_prefix}msg.all", 1)
-    assert (key, value, headers["topic"]) == (b"dying", b"bye", b"will/dying")
+    assert (key, value) == (b"dying", b"bye")
+    assert decode_message(key, value, list(headers.items()))[1].topic == "will/dying"
 
 
 def _publish(topic: str, payload: bytes, packet_id: int) -> bytes:
