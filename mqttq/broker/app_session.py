@@ -51,6 +51,8 @@ logger = logging.getLogger("mqttq.broker.app")
 
 _POLL_SECONDS = 0.2
 """How long one poll waits for records (also how fast a stop is noticed)."""
+_LAG_EVERY = 1.0
+"""Seconds between two measures of a client's consumer lag (for /metrics)."""
 _CONSUMER_CONFIG = {"queued.max.messages.kbytes": 8192}
 """librdkafka prefetches up to 64 MB per consumer by default: with one consumer per client,
 that, not the socket, would bound the memory a client that does not read costs."""
@@ -72,6 +74,7 @@ class AppLog:
         self._producer: KafkaProducer | None = None
         self._admin: KafkaAdmin | None = None
         self._topics: set[str] = set()
+        self._lag_task: asyncio.Future[None] | None = None
         self.pauses = 0
         """Times a consumer paused because its client's write buffer was full."""
         self.skipped = 0
@@ -89,9 +92,26 @@ class AppLog:
             client_id="mqttq-app",
         )
         self._admin = KafkaAdmin(self.kafka.bootstrap_servers, client_id="mqttq-app")
+        self._lag_task = asyncio.ensure_future(self._measure_lag())
+
+    async def _measure_lag(self) -> None:
+        """Every second, the lag of each connected client's own consumer (for /metrics);
+        apart from the pack loops, so that a paused or waiting consumer is measured too."""
+        while True:
+            await asyncio.sleep(_LAG_EVERY)
+            for client_id, app in list(self.clients.items()):
+                consumer = None if app.main is None else app.main.kafka_consumer
+                if consumer is None:
+                    continue
+                try:
+                    self.lag[client_id] = await consumer.lag()
+                except (MqttqError, RuntimeError):
+                    continue  # closing meanwhile
 
     async def close(self) -> None:
         """Stop every consumer (saving contexts), flush the producer, close the store."""
+        if self._lag_task is not None:
+            self._lag_task.cancel()
         for app in list(self.clients.values()):
             await app.stop()
         if self._producer is not None:
@@ -313,6 +333,7 @@ class AppClient:
         self.writable.set()
         if self.log.clients.get(self.session.client_id) is self:
             del self.log.clients[self.session.client_id]
+            self.log.lag.pop(self.session.client_id, None)  # measured while connected
         if self.session.app is self:
             self.session.app = None
         await asyncio.gather(*(consumer.stop() for consumer in self.consumers))
@@ -333,6 +354,11 @@ class AppConsumer:
         self._task: asyncio.Task[None] | None = None
         self._acked = asyncio.Event()
         self._stopping = False
+
+    @property
+    def kafka_consumer(self) -> KafkaConsumer | None:
+        """The Kafka consumer, once created (None before, and once stopping)."""
+        return None if self._stopping else self._consumer
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
@@ -356,7 +382,8 @@ class AppConsumer:
             self._account(pack)
 
     def acked(self) -> None:
-        self._acked.set()
+        """An acknowledgement was applied: send what the window allows now (the pack loop
+        wakes once the pack is done, not at every acknowledgement)."""
         self.pump()
 
     def pump(self) -> None:
@@ -441,8 +468,6 @@ class AppConsumer:
             await app.writable.wait()
             await consumer.resume(paused)
         records = await consumer.poll_batch(log.settings.max_poll_records, _POLL_SECONDS)
-        if self.main:
-            log.lag[app.session.client_id] = await consumer.lag()
         # One pack per partition (a shared topic has several): offsets order one only.
         by_partition: dict[TopicPartition, list[Record]] = {}
         for r in records:
@@ -487,7 +512,10 @@ class AppConsumer:
         offset = pack.commit_offset
         assert offset is not None
         try:
-            await consumer.commit({partition: offset})
+            # Sent, not waited for (a round trip per pack would cap the rate); a context
+            # saved at disconnect carries the offset anyway, and after a crash a commit
+            # that never landed only means the pack comes again (at least once).
+            await consumer.commit({partition: offset}, wait=False)
         except MqttqError as error:
             if self.main:
                 raise

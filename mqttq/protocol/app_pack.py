@@ -111,6 +111,9 @@ class PackProcessor:
         self._taken |= reserved
         self._ids = PacketIdAllocator(self._taken, last)
         self._pack_end: int | None = None
+        self._handled: int | None = None
+        """The end of the last pack committed: a context saved between packs says so, in
+        case the commit itself did not reach Kafka."""
         self._attempts = 0
         self.delivered = 0
         self.expired = 0
@@ -170,7 +173,8 @@ class PackProcessor:
         self._reserved.clear()
 
     def committed(self) -> None:
-        """The shell committed `commit_offset`: the pack is over."""
+        """The shell committed `commit_offset` (or sent the commit): the pack is over."""
+        self._handled = self._pack_end
         self._pack_end = None
 
     def next_sends(self, window: int, now: float, limit: int = 0) -> list[Send]:
@@ -288,7 +292,7 @@ class PackProcessor:
         # is where this connection's work stops.
         unacked.extend(Unacked(e.offset, e.packet_id, e.kind) for e in self._waiting if e.packet_id)
         unsent = [e.offset for e in self._waiting if not e.packet_id]
-        offset = min(unsent) if unsent else self._pack_end
+        offset = min(unsent) if unsent else (self._pack_end or self._handled)
         if self._restore_end is not None:
             # A context that was never fully re-polled stays owed, with its ids.
             unacked.extend(self._restored.values())

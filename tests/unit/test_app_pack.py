@@ -155,6 +155,22 @@ def test_context_without_pack_is_empty() -> None:
     assert ctx == AppContext("c", None, [], NOW)
 
 
+def test_context_between_packs_holds_the_last_commit() -> None:
+    """Saved between packs, the context says where the last commit was (in case the
+    commit itself never reached Kafka): a restore passes over those records."""
+    pack = PackProcessor(AckStrategy.SKIP_ALL, 1)
+    pack.start(records(0, 2))
+    for send in pack.next_sends(10, NOW):
+        assert send.packet_id is not None
+        pack.on_puback(send.packet_id)
+    pack.committed()
+    ctx = pack.context("c", NOW)
+    assert ctx == AppContext("c", 2, [], NOW)
+    again = PackProcessor(AckStrategy.SKIP_ALL, 1, ctx)
+    again.start(records(0, 3))  # Kafka's committed offset was still 0
+    assert [s.offset for s in again.next_sends(10, NOW)] == [2]
+
+
 @settings(max_examples=150, deadline=None)
 @given(
     st.integers(1, 30),
