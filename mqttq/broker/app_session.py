@@ -141,7 +141,8 @@ class AppLog:
             "retention.ms": str(self.settings.topic_retention_ms),
             "segment.bytes": str(self.settings.topic_segment_bytes),
         }
-        await self._admin.ensure_topic(topic, partitions, config)
+        if await self._admin.ensure_topic(topic, partitions, config):
+            logger.info("created Kafka topic %s (%d partitions)", topic, partitions)
         self._topics.add(topic)
 
     # ------------------------------------------------------------------ publish side
@@ -372,8 +373,16 @@ class AppConsumer:
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        if self._consumer is not None:
-            await self._consumer.close()
+        consumer = self._consumer
+        if consumer is not None:
+            if self.committed is not None and self.main:
+                # The last commit was only sent: make it land before the consumer goes, so
+                # that operators see the offset (the context carries it in any case).
+                try:
+                    await consumer.commit({TopicPartition(self.topic, 0): self.committed})
+                except MqttqError as error:
+                    logger.info("consumer of %s: last commit failed: %s", self.topic, error)
+            await consumer.close()
         pack = self.pack
         if self.main and pack is not None:
             log = self.app.log
@@ -511,10 +520,14 @@ class AppConsumer:
                 return
         offset = pack.commit_offset
         assert offset is not None
+        # The pack is over before the commit is sent: a disconnect now (which cancels
+        # this task) saves a context at `offset`, and stop() commits it for good.
+        self.committed = offset
+        pack.committed()
+        self._account(pack)
         try:
-            # Sent, not waited for (a round trip per pack would cap the rate); a context
-            # saved at disconnect carries the offset anyway, and after a crash a commit
-            # that never landed only means the pack comes again (at least once).
+            # Sent, not waited for (a round trip per pack would cap the rate); after a
+            # crash a commit that never landed only means the pack comes again.
             await consumer.commit({partition: offset}, wait=False)
         except MqttqError as error:
             if self.main:
@@ -522,9 +535,6 @@ class AppConsumer:
             # A shared topic's group rebalanced: another member goes on from the last
             # commit (those records come again: at least once, never lost).
             logger.info("shared consumer of %s: commit not accepted: %s", self.topic, error)
-        self.committed = offset
-        pack.committed()
-        self._account(pack)
 
     def _account(self, pack: PackProcessor) -> None:
         """Move the processor's counters into the broker's totals."""
