@@ -374,6 +374,12 @@ class AppConsumer:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
         consumer = self._consumer
+        pack = self.pack
+        if self.main and pack is not None and pack.in_pack and pack.done:
+            # The last PUBACK came just before the disconnect: the pack is complete.
+            self.committed = pack.commit_offset
+            pack.committed()
+            self._account(pack)
         if consumer is not None:
             if self.committed is not None and self.main:
                 # The last commit was only sent: make it land before the consumer goes, so
@@ -383,7 +389,6 @@ class AppConsumer:
                 except MqttqError as error:
                     logger.info("consumer of %s: last commit failed: %s", self.topic, error)
             await consumer.close()
-        pack = self.pack
         if self.main and pack is not None:
             log = self.app.log
             context = pack.context(self.app.session.client_id, time.time())
