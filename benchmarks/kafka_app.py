@@ -18,6 +18,7 @@ Kafka shares both. CPU seconds of broker and Kafka come from /proc. Prints Markd
 (or JSON with --json):
 
     python benchmarks/kafka_app.py [--publishers 10] [--duration 10] [--offline 10]
+        [--max-poll-records 200] [--json]
 """
 
 from __future__ import annotations
@@ -201,7 +202,8 @@ def render(result: dict[str, Any], args: argparse.Namespace) -> str:
     return "\n".join(
         [
             f"fan-in: {args.publishers} QoS 1 publishers -> 1 persistent APPLICATION "
-            f"subscriber (bench/#, QoS 1), 64-byte payloads, Kafka log on",
+            f"subscriber (bench/#, QoS 1), 64-byte payloads, Kafka log on, "
+            f"max_poll_records {args.max_poll_records}",
             "",
             "| phase | messages | delivered msg/s | e2e p50 / p99 ms | lost | dup |",
             "|---|---:|---:|---:|---:|---:|",
@@ -225,6 +227,7 @@ def main() -> None:
     parser.add_argument("--publishers", type=int, default=10)
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--offline", type=float, default=10.0)
+    parser.add_argument("--max-poll-records", type=int, default=200)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     install_sigterm_handler()
@@ -238,6 +241,7 @@ def main() -> None:
             config = (
                 f'[storage]\nlog = "kafka"\n[kafka]\nbootstrap_servers = "{kafka.bootstrap}"\n'
                 f'topic_prefix = "{PREFIX}"\n'
+                f"[kafka.application]\nmax_poll_records = {args.max_poll_records}\n"
             )
             workdir = Path(tmp) / "broker"
             broker = start_mqttq(workdir, core=broker_core, name="mqttq-kafka", config_toml=config)

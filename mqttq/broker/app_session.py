@@ -39,6 +39,7 @@ from mqttq.storage.kafka_client import (
     KafkaProducer,
     TopicPartition,
 )
+from mqttq.storage.kafka_client import Record as KafkaRecord
 from mqttq.storage.kafka_records import decode_message, encode_message
 
 if TYPE_CHECKING:
@@ -95,18 +96,21 @@ class AppLog:
         self._lag_task = asyncio.ensure_future(self._measure_lag())
 
     async def _measure_lag(self) -> None:
-        """Every second, the lag of each connected client's own consumer (for /metrics);
-        apart from the pack loops, so that a paused or waiting consumer is measured too."""
+        """Every second, the lag of each connected client's group (the topic's end minus
+        the committed offset, as Kafka's tools count it), for /metrics; apart from the
+        pack loops, so a paused or waiting consumer is measured too."""
+        assert self._admin is not None
         while True:
             await asyncio.sleep(_LAG_EVERY)
-            for client_id, app in list(self.clients.items()):
-                consumer = None if app.main is None else app.main.kafka_consumer
-                if consumer is None:
-                    continue
+            for client_id in list(self.clients):
+                partition = TopicPartition(self.client_topic(client_id), 0)
+                group = app_group(self.prefix, client_id)
                 try:
-                    self.lag[client_id] = await consumer.lag()
-                except (MqttqError, RuntimeError):
-                    continue  # closing meanwhile
+                    committed, end = await self._admin.offsets(group, partition)
+                except MqttqError:
+                    continue  # Kafka unreachable: the consumer says so itself
+                if client_id in self.clients:
+                    self.lag[client_id] = max(0, end - (committed or 0))
 
     async def close(self) -> None:
         """Stop every consumer (saving contexts), flush the producer, close the store."""
@@ -354,12 +358,8 @@ class AppConsumer:
         self._consumer: KafkaConsumer | None = None
         self._task: asyncio.Task[None] | None = None
         self._acked = asyncio.Event()
+        self._prefetch: asyncio.Future[list[KafkaRecord]] | None = None
         self._stopping = False
-
-    @property
-    def kafka_consumer(self) -> KafkaConsumer | None:
-        """The Kafka consumer, once created (None before, and once stopping)."""
-        return None if self._stopping else self._consumer
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
@@ -373,6 +373,9 @@ class AppConsumer:
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
+        if self._prefetch is not None:
+            await asyncio.gather(self._prefetch, return_exceptions=True)
+            self._prefetch = None
         consumer = self._consumer
         pack = self.pack
         if self.main and pack is not None and pack.in_pack and pack.done:
@@ -476,12 +479,16 @@ class AppConsumer:
         consumer = self._consumer
         pack = self.pack
         assert consumer is not None and pack is not None
-        if not app.writable.is_set():
-            paused = await consumer.assignment()
-            await consumer.pause(paused)
-            await app.writable.wait()
-            await consumer.resume(paused)
-        records = await consumer.poll_batch(log.settings.max_poll_records, _POLL_SECONDS)
+        prefetched, self._prefetch = self._prefetch, None
+        if prefetched is not None:
+            records = await prefetched
+        else:
+            if not app.writable.is_set():
+                paused = await consumer.assignment()
+                await consumer.pause(paused)
+                await app.writable.wait()
+                await consumer.resume(paused)
+            records = await consumer.poll_batch(log.settings.max_poll_records, _POLL_SECONDS)
         # One pack per partition (a shared topic has several): offsets order one only.
         by_partition: dict[TopicPartition, list[Record]] = {}
         for r in records:
@@ -501,6 +508,12 @@ class AppConsumer:
         assert consumer is not None and pack is not None
         pack.start(records)
         self.pump()
+        if self._prefetch is None and app.writable.is_set():
+            # The next pack is fetched while this one waits for its acknowledgements (at
+            # most one pack more in memory; uncommitted, so a stop loses nothing).
+            self._prefetch = asyncio.ensure_future(
+                consumer.poll_batch(log.settings.max_poll_records, _POLL_SECONDS)
+            )
         timeout = log.settings.pack_timeout_ms / 1000
         while not pack.done:
             self._acked.clear()
