@@ -18,7 +18,7 @@ Kafka shares both. CPU seconds of broker and Kafka come from /proc. Prints Markd
 (or JSON with --json):
 
     python benchmarks/kafka_app.py [--publishers 10] [--duration 10] [--offline 10]
-        [--max-poll-records 200] [--json]
+        [--max-poll-records 200] [--rate 0] [--no-pin] [--json]
 """
 
 from __future__ import annotations
@@ -101,10 +101,10 @@ class Subscriber:
 
 
 async def publish_for(
-    port: int, publishers: int, seconds: float, first_sequence: int
+    port: int, publishers: int, seconds: float, first_sequence: int, rate: float = 0.0
 ) -> tuple[int, float, float]:
-    """N publishers at full speed for `seconds`: (acknowledged publishes, start time
-    (monotonic), seconds taken)."""
+    """N publishers for `seconds`, each at `rate` msg/s (0: full speed, window 100):
+    (acknowledged publishes, start time (monotonic), seconds taken)."""
     clients = [BenchClient(f"pub{n}", 5, Counters(), window=100) for n in range(publishers)]
     for client in clients:
         await client.connect("127.0.0.1", port)
@@ -117,6 +117,14 @@ async def publish_for(
         topic = f"bench/{index}"
         while time.monotonic() < end:
             await client.wait_window(60)
+            if rate:
+                due = started + (sequence - first_sequence) / rate
+                if due > time.monotonic():
+                    await asyncio.sleep(due - time.monotonic())
+                client.publish(topic, builder.build(sequence, time.time_ns()), 1)
+                sequence += 1
+                client.flush()
+                continue
             while not client.window_full and time.monotonic() < end:
                 client.publish(topic, builder.build(sequence, time.time_ns()), 1)
                 sequence += 1
@@ -153,7 +161,9 @@ async def scenario(port: int, bootstrap: str, args: argparse.Namespace) -> dict[
     sub = Subscriber()
     await sub.connect(port)
     # Live fan-in.
-    published, started, taken = await publish_for(port, args.publishers, args.duration, 0)
+    published, started, taken = await publish_for(
+        port, args.publishers, args.duration, 0, args.rate
+    )
     ok = await sub.wait_for(published, 120)
     live = {
         "published": published,
@@ -207,7 +217,9 @@ def render(result: dict[str, Any], args: argparse.Namespace) -> str:
             "",
             "| phase | messages | delivered msg/s | e2e p50 / p99 ms | lost | dup |",
             "|---|---:|---:|---:|---:|---:|",
-            f"| live ({args.duration:g} s) | {live['received']:,} | "
+            f"| live ({args.duration:g} s, "
+            f"{'full speed' if not args.rate else f'{args.rate:g} msg/s per publisher'}) | "
+            f"{live['received']:,} | "
             f"{live['delivered_per_s']:,.0f} | {live['e2e_p50_ms']:.1f} / "
             f"{live['e2e_p99_ms']:.1f} | {live['lost']} | {live['duplicates']} |",
             f"| catch-up after {catch['offline_seconds']:.0f} s offline | "
@@ -228,10 +240,16 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=10.0)
     parser.add_argument("--offline", type=float, default=10.0)
     parser.add_argument("--max-poll-records", type=int, default=200)
+    parser.add_argument(
+        "--rate", type=float, default=0.0, help="live phase: msg/s per publisher (0: full speed)"
+    )
+    parser.add_argument(
+        "--no-pin", action="store_true", help="let broker and clients use every core"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     install_sigterm_handler()
-    broker_core, tool_core = cores()
+    broker_core, tool_core = (None, None) if args.no_pin else cores()
     if tool_core is not None:
         os.sched_setaffinity(0, {int(tool_core)})
     with tempfile.TemporaryDirectory(prefix="mqttq-kafka-app-bench-") as tmp:
