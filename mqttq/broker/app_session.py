@@ -35,6 +35,7 @@ from mqttq.storage.app_inspect import AppSessionView, describe_app_session
 from mqttq.storage.app_topics import app_group, app_topic, shared_group, shared_topic
 from mqttq.storage.kafka_client import (
     KafkaAdmin,
+    KafkaClientError,
     KafkaConsumer,
     KafkaProducer,
     TopicPartition,
@@ -52,6 +53,8 @@ logger = logging.getLogger("mqttq.broker.app")
 
 _POLL_SECONDS = 0.2
 """How long one poll waits for records (also how fast a stop is noticed)."""
+_OFFSET_ATTEMPTS = 5
+"""Tries to read a topic's end offset (right after creation Kafka may lack its leader)."""
 _LAG_EVERY = 1.0
 """Seconds between two measures of a client's consumer lag (for /metrics)."""
 _CONSUMER_CONFIG = {"queued.max.messages.kbytes": 8192}
@@ -75,6 +78,8 @@ class AppLog:
         self._producer: KafkaProducer | None = None
         self._admin: KafkaAdmin | None = None
         self._topics: set[str] = set()
+        self._created: set[str] = set()
+        """Topics this broker created and no session has been reset on yet."""
         self._lag_task: asyncio.Future[None] | None = None
         self.pauses = 0
         """Times a consumer paused because its client's write buffer was full."""
@@ -147,6 +152,7 @@ class AppLog:
         }
         if await self._admin.ensure_topic(topic, partitions, config):
             logger.info("created Kafka topic %s (%d partitions)", topic, partitions)
+            self._created.add(topic)
         self._topics.add(topic)
 
     # ------------------------------------------------------------------ publish side
@@ -180,9 +186,21 @@ class AppLog:
         the topic's end was handled). Raises KafkaClientError."""
         assert self._admin is not None
         topic = self.client_topic(client_id)
-        _, end = await self._admin.offsets(
-            app_group(self.prefix, client_id), TopicPartition(topic, 0)
-        )
+        if topic in self._created:
+            # Created by this CONNECT: empty (and its leader may not be known yet).
+            self._created.discard(topic)
+            await self.contexts.delete_app_context(client_id)
+            return
+        for attempt in range(_OFFSET_ATTEMPTS):
+            try:
+                _, end = await self._admin.offsets(
+                    app_group(self.prefix, client_id), TopicPartition(topic, 0)
+                )
+                break
+            except KafkaClientError:
+                if attempt + 1 == _OFFSET_ATTEMPTS:
+                    raise
+                await asyncio.sleep(0.2)  # a leader being elected
         await self.contexts.save_app_context(AppContext(client_id, end, [], time.time()))
 
     async def forget(self, client_id: str) -> None:
