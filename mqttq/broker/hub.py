@@ -40,7 +40,7 @@ from mqttq.storage.log_ports import MessageLog
 from mqttq.storage.ports import QueuedMessage, SessionRecord, Storage
 
 if TYPE_CHECKING:
-    from mqttq.broker.app_session import AppLog
+    from mqttq.broker.app_log import AppLog
 
 __all__ = ["Fanout", "Hub"]
 

@@ -92,7 +92,7 @@ class Broker:
         await self.storage.open()
         if self.app_contexts is not None:
             # Imported here: confluent_kafka is loaded only when the log is on.
-            from mqttq.broker.app_session import AppLog  # noqa: PLC0415
+            from mqttq.broker.app_log import AppLog  # noqa: PLC0415
 
             app_log = AppLog(self.settings.kafka, self.app_contexts)
             await app_log.open()
