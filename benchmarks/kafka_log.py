@@ -9,11 +9,12 @@ pairs, 62-byte payloads, MQTT 5, 100 in flight per publisher, one bench worker):
 
 The broker is pinned to one core and the bench tool to the other (`taskset`, as
 compare.py does); Kafka (one KRaft node from scripts/kafka-local.sh, started fresh in a
-temporary directory) is not pinned: it shares both. CPU seconds of the broker and of
-Kafka come from /proc/<pid>/stat just before and after the bench. Printed as Markdown (or
-JSON with --json):
+temporary directory) is not pinned: it shares both. Before the measured Kafka run, an
+unmeasured one (--kafka-warmup seconds, its own broker and topic) warms the JVM up. CPU
+seconds of the broker and of Kafka come from /proc/<pid>/stat just before and after the
+bench. Printed as Markdown (or JSON with --json):
 
-    python benchmarks/kafka_log.py [--duration 15] [--pairs 100] [--json]
+    python benchmarks/kafka_log.py [--duration 15] [--pairs 100] [--kafka-warmup 20] [--json]
 """
 
 from __future__ import annotations
@@ -52,21 +53,26 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def kafka_config(bootstrap: str) -> str:
+def kafka_config(bootstrap: str, prefix: str) -> str:
     return f"""
 [storage]
 log = "kafka"
 [kafka]
 bootstrap_servers = "{bootstrap}"
-topic_prefix = "tbmq."
+topic_prefix = "{prefix}"
 """
 
 
-def run_mode(
-    mode: str, scenario: Scenario, timing: Timing, workdir: Path, kafka: KafkaServer | None
+def run_mode(  # noqa: PLR0917 (one call site per mode)
+    mode: str,
+    scenario: Scenario,
+    timing: Timing,
+    workdir: Path,
+    kafka: KafkaServer | None,
+    prefix: str = "tbmq.",
 ) -> dict[str, Any]:
     broker_core, tool_core = cores()
-    config = kafka_config(kafka.bootstrap) if kafka is not None else None
+    config = kafka_config(kafka.bootstrap, prefix) if kafka is not None else None
     broker: BrokerProcess = start_mqttq(
         workdir, core=broker_core, name=f"mqttq-{mode}", config_toml=config
     )
@@ -138,6 +144,12 @@ def main() -> None:
     parser.add_argument("--duration", type=float, default=15.0)
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--pairs", type=int, default=100)
+    parser.add_argument(
+        "--kafka-warmup",
+        type=float,
+        default=20.0,
+        help="seconds of unmeasured load through Kafka first (JIT warm-up); 0: none",
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     install_sigterm_handler()
@@ -149,6 +161,12 @@ def main() -> None:
         try:
             rows.append(run_mode("embedded", scenario, timing, Path(tmp) / "embedded", None))
             kafka.start()
+            if args.kafka_warmup > 0:
+                # A JVM just started runs interpreted until the JIT warms up: one unmeasured
+                # run first, through a broker and topic of its own (its backlog must not be
+                # read during the measured run).
+                warm = Timing(args.kafka_warmup, 0.0, drain_timeout=30.0, inflight=100)
+                run_mode("kafka", scenario, warm, Path(tmp) / "warmup", kafka, "warmup.")
             rows.append(run_mode("kafka", scenario, timing, Path(tmp) / "kafka-broker", kafka))
         finally:
             stop_all()

@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from mqttq.broker.hub import Fanout, Hub
 from mqttq.errors import MqttqError
-from mqttq.storage.log_ports import MessageLog
+from mqttq.storage.log_ports import LogBatch, MessageLog
 
 __all__ = ["LogRouter"]
 
@@ -62,25 +62,34 @@ class LogRouter:
 
     async def _read_loop(self) -> None:
         hub = self.hub
-        while True:
-            try:
-                batch = await self.log.read()
-            except MqttqError as exc:
-                logger.warning("message log read failed (retrying): %s", exc)
-                await asyncio.sleep(RETRY_PAUSE)
-                continue
-            if batch is None:
-                continue
-            fans: list[Fanout] = []
-            futures: list[asyncio.Future[Any]] = []
-            for tenant, message in batch.messages:
-                fan = hub.route_logged(tenant, message)
-                if isinstance(fan, Fanout):
-                    fans.append(fan)
-                    future = fan.future()
-                    if future is not None:
-                        futures.append(future)
-            await self._queue.put((fans, futures, batch.position))
+        log = self.log
+        # The next read runs (on the log's thread) while this batch is routed.
+        reading = asyncio.ensure_future(log.read())
+        try:
+            while True:
+                try:
+                    batch = await reading
+                except MqttqError as exc:
+                    logger.warning("message log read failed (retrying): %s", exc)
+                    await asyncio.sleep(RETRY_PAUSE)
+                    batch = None
+                reading = asyncio.ensure_future(log.read())
+                if batch is not None:
+                    await self._route(hub, batch)
+        finally:
+            reading.cancel()
+
+    async def _route(self, hub: Hub, batch: LogBatch) -> None:
+        fans: list[Fanout] = []
+        futures: list[asyncio.Future[Any]] = []
+        for tenant, message in batch.messages:
+            fan = hub.route_logged(tenant, message)
+            if isinstance(fan, Fanout):
+                fans.append(fan)
+                future = fan.future()
+                if future is not None:
+                    futures.append(future)
+        await self._queue.put((fans, futures, batch.position))
 
     async def _complete_loop(self) -> None:
         hub = self.hub

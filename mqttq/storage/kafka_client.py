@@ -130,6 +130,9 @@ class KafkaProducer:
         self._done: collections.deque[tuple[asyncio.Future[Delivered], Any, Any]] = (
             collections.deque()
         )
+        self.failed = False
+        """True once librdkafka reported a fatal error (an idempotent producer can end up
+        fenced): every later produce would fail; replace the producer."""
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._poll, name="mqttq-kafka-producer", daemon=True)
         self._thread.start()
@@ -153,6 +156,9 @@ class KafkaProducer:
         except BufferError:
             future.set_exception(KafkaClientError("kafka: producer queue is full"))
         except confluent_kafka.KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if isinstance(error, confluent_kafka.KafkaError) and error.fatal():
+                self.failed = True
             future.set_exception(KafkaClientError(f"kafka: produce failed: {exc}"))
         return future
 
@@ -163,6 +169,8 @@ class KafkaProducer:
             done = self._done
             if done:
                 batch = [done.popleft() for _ in range(len(done))]
+                if any(error is not None and error.fatal() for _, error, _ in batch):
+                    self.failed = True
                 try:
                     self._loop.call_soon_threadsafe(_settle, batch)
                 except RuntimeError:  # the loop closed: nobody is waiting any more
@@ -331,8 +339,11 @@ class KafkaConsumer:
 
     async def lag(self) -> int:
         """Records in the assigned partitions not yet consumed (high watermark minus
-        position); 0 when nothing is assigned."""
-        return int(await self._run(self._lag))
+        position); 0 when nothing is assigned. KafkaClientError when Kafka cannot say."""
+        try:
+            return int(await self._run(self._lag))
+        except confluent_kafka.KafkaException as exc:
+            raise KafkaClientError(f"kafka: consumer lag unknown: {exc}") from None
 
     def _lag(self) -> int:
         consumer = self._consumer

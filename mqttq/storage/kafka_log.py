@@ -75,20 +75,27 @@ class KafkaMessageLog:
         self._pending: Offsets = {}
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._retired: set[asyncio.Future[None]] = set()
+        """Closing producers that failed for good."""
         self._lag = 0
         self._undecodable = 0
 
     async def open(self) -> None:
-        """Create `<prefix>msg.all` when missing, then start producing and consuming."""
-        created = await KafkaAdmin(self.bootstrap_servers).ensure_topic(self.topic, self.partitions)
+        """Create `<prefix>msg.all` when missing, then start producing and consuming.
+        Raises KafkaClientError when Kafka does not answer within the produce timeout."""
+        admin = KafkaAdmin(self.bootstrap_servers)
+        created = await admin.ensure_topic(
+            self.topic, self.partitions, timeout=self.produce_timeout_ms / 1000
+        )
         if created:
             logger.info("created Kafka topic %s (%d partitions)", self.topic, self.partitions)
-        self._producer = KafkaProducer(
-            self.bootstrap_servers, delivery_timeout_ms=self.produce_timeout_ms
-        )
+        self._producer = self._new_producer()
         self._consumer = self._new_consumer()
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._commit_loop()), loop.create_task(self._lag_loop())]
+
+    def _new_producer(self) -> KafkaProducer:
+        return KafkaProducer(self.bootstrap_servers, delivery_timeout_ms=self.produce_timeout_ms)
 
     def _new_consumer(self) -> KafkaConsumer:
         return KafkaConsumer(
@@ -100,10 +107,17 @@ class KafkaMessageLog:
 
     def append(self, tenant: str, message: Message) -> asyncio.Future[Any]:
         """Produce `message`; resolves once every in-sync replica has it."""
-        if self._producer is None:
+        producer = self._producer
+        if producer is None:
             raise StorageError("kafka: the message log is not open")
+        if producer.failed:  # fatal for this producer: a new one, the old one closed
+            logger.warning("the Kafka producer failed for good; starting a new one")
+            closing = asyncio.ensure_future(producer.close(0))
+            self._retired.add(closing)
+            closing.add_done_callback(self._retired.discard)
+            producer = self._producer = self._new_producer()
         key, value, headers = encode_message(tenant, message)
-        return self._producer.produce(self.topic, value, key, headers)
+        return producer.produce(self.topic, value, key, headers)
 
     async def read(self) -> LogBatch | None:
         """Up to READ_BATCH records (waiting up to READ_WAIT for the first), decoded."""
@@ -165,7 +179,8 @@ class KafkaMessageLog:
         while True:
             await asyncio.sleep(LAG_INTERVAL)
             if self._consumer is not None:
-                self._lag = await self._consumer.lag()
+                with contextlib.suppress(KafkaClientError):  # Kafka away: keep the last
+                    self._lag = await self._consumer.lag()
 
     def statistics(self) -> dict[str, int]:
         """`log_consumer_lag`, `log_produce_queued`, `log_commit_failures`,
@@ -196,6 +211,8 @@ class KafkaMessageLog:
                     logger.warning("offsets not committed at close: %s", exc)
                 self._pending = {}
             await consumer.close()
+        if self._retired:
+            await asyncio.wait(self._retired)
         producer, self._producer = self._producer, None
         if producer is not None:
             await producer.close(self.produce_timeout_ms / 1000)

@@ -3,6 +3,7 @@ the embedded default never loads confluent_kafka."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 import textwrap
@@ -61,3 +62,18 @@ def test_embedded_broker_never_imports_confluent_kafka(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split()[0] == "False"
+
+
+def test_unreachable_kafka_at_start_is_one_line_naming_the_key(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = (
+        '[storage]\nlog = "kafka"\n[admin]\nenabled = false\n'
+        f'[kafka]\nbootstrap_servers = "127.0.0.1:{port}"\nproduce_timeout_ms = 1500\n'
+    )
+    done = _serve(tmp_path, config)
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "kafka" in lines[0] and "kafka.bootstrap_servers" in lines[0]

@@ -89,7 +89,7 @@ def _metrics(text: str) -> dict[str, float]:
     return found
 
 
-@pytest.mark.parametrize(("qos", "level"), [(1, 4), (2, 5)])
+@pytest.mark.parametrize(("qos", "level"), [(2, 5)])
 def test_acknowledged_messages_survive_kill9(  # noqa: PLR0917 (fixtures)
     kafka: KafkaServer,
     kafka_prefix: str,
