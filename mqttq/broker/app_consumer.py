@@ -6,6 +6,7 @@ strategy, commit; the sans-I/O `PackProcessor` decides what goes on the wire.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from typing import TYPE_CHECKING
@@ -184,6 +185,12 @@ class AppConsumer:
         by_partition: dict[TopicPartition, list[Record]] = {}
         for r in records:
             message = decode_message(r.key, r.value, r.headers)[1]
+            sids = message.properties.subscription_identifiers
+            if sids:  # back where Session.send_publish puts them on the wire
+                props = dataclasses.replace(message.properties, subscription_identifiers=[])
+                message = dataclasses.replace(
+                    message, properties=props, subscription_identifiers=tuple(sids)
+                )
             part = by_partition.setdefault(TopicPartition(r.topic, r.partition), [])
             part.append(Record(r.offset, message))
         for partition, pack_records in by_partition.items():

@@ -11,6 +11,7 @@ connected client, and measures each one's lag for /metrics.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -144,6 +145,11 @@ class AppLog:
         """Append a delivery for `client_id` (or for the `$share` group `share`) to its
         topic; the future settles when Kafka acknowledged it (acks=all)."""
         assert self._producer is not None
+        sids = message.subscription_identifiers
+        if sids:
+            # They travel in the record's PUBLISH properties [MQTT-3.3.4-3].
+            props = dataclasses.replace(message.properties, subscription_identifiers=list(sids))
+            message = dataclasses.replace(message, properties=props)
         key, value, headers = encode_message(tenant, message)
         if share is None:
             return self._producer.produce(self.client_topic(client_id), value, key, headers)

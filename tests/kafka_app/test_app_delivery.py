@@ -26,7 +26,8 @@ def publish_all(publisher: RawClient, topic: str, payloads: list[bytes], qos: in
 def test_offline_messages_arrive_in_order(app_broker: AppBrokerFactory, clients: Clients) -> None:
     broker = app_broker()
     app = connect_app(clients, broker, "analytics1", expect_present=False)
-    assert app.subscribe(("data/#", 1)).reason_codes == (1,)
+    sid = [(Prop.SUBSCRIPTION_IDENTIFIER, 7)]
+    assert app.subscribe(("data/#", 1), props=sid).reason_codes == (1,)
     app.disconnect()
     publisher = clients.connected(broker, "pub")
     payloads = [b"m%d" % n for n in range(50)]
@@ -36,6 +37,7 @@ def test_offline_messages_arrive_in_order(app_broker: AppBrokerFactory, clients:
     assert [m.payload for m in got] == payloads
     assert [m.packet_id for m in got] == list(range(1, 51))
     assert not any(m.dup for m in got)
+    assert all(m.props.all(Prop.SUBSCRIPTION_IDENTIFIER) == [7] for m in got)
     # Live deliveries go through the topic too, after the backlog.
     publish_all(publisher, "data/x", [b"live"])
     (live,) = app.receive_messages(1)
