@@ -9,6 +9,7 @@ from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 
 from mqttq.storage.app_topics import app_topic
+from tests.integration.admin_api import AdminApi
 from tests.integration.helpers import Clients
 from tests.integration.raw_client import RawClient
 from tests.integration.waiting import wait_for
@@ -175,6 +176,11 @@ def test_skip_all_skips_at_once(app_broker: AppBrokerFactory, clients: Clients) 
     assert [m.packet_id for m in app.receive_messages(3, ack=False)] == [1, 2, 3]
     app.send(ack_packet(PUBACK, 2, v5=True))
     wait_for(lambda: "offsets [0, 2]" in broker.stderr_text(), what="the skipped-offsets log line")
+    api = AdminApi(broker.data_dir)
+    wait_for(
+        lambda: "mqttq_app_messages_skipped_total 2.0" in api.call("GET", "/metrics")[1],
+        what="2 skipped messages in /metrics",
+    )
     publish_all(publisher, "t/a", [b"z"])
     (after,) = app.receive_messages(1)  # no re-send of x or w came first
     assert (after.payload, after.dup) == (b"z", False)
