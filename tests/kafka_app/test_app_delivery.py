@@ -234,3 +234,20 @@ def test_clean_start_passes_over_the_old_sessions_messages(
     (got,) = fresh.receive_messages(1)
     assert (got.payload, got.packet_id) == (b"new", 1)
     fresh.expect_silence(0.5)
+
+
+def test_retained_message_reaches_the_topic(app_broker: AppBrokerFactory, clients: Clients) -> None:
+    """A retained message a new subscription gets goes through the client's topic too,
+    RETAIN=1 [MQTT-3.3.1-9], and comes again after a reconnect if not acknowledged."""
+    broker = app_broker()
+    publisher = clients.connected(broker, "pub")
+    publisher.publish("cfg/mode", b"eco", qos=1, retain=True)
+    app = connect_app(clients, broker, "retain1")
+    app.subscribe(("cfg/#", 1))
+    (got,) = app.receive_messages(1, ack=False)
+    assert (got.payload, got.retain, got.packet_id) == (b"eco", True, 1)
+    app.disconnect()
+    app.close()
+    again = connect_app(clients, broker, "retain1", expect_present=True)
+    (resent,) = again.receive_messages(1)
+    assert (resent.payload, resent.retain, resent.packet_id, resent.dup) == (b"eco", True, 1, True)
