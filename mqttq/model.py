@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from mqttq.codec.properties import Properties
 
@@ -55,3 +56,32 @@ class Subscription:
     retain_as_published: bool = False
     retain_handling: int = 0
     subscription_identifier: int | None = None
+
+
+class PendingKind(StrEnum):
+    """What an in-flight entry waits for: PUBACK/PUBREC (PUBLISH) or PUBCOMP (PUBREL)."""
+
+    PUBLISH = "PUBLISH"
+    PUBREL = "PUBREL"
+
+
+@dataclass(frozen=True, slots=True)
+class Unacked:
+    """One in-flight delivery as saved in `application_session_ctx`."""
+
+    offset: int
+    packet_id: int
+    kind: PendingKind
+
+
+@dataclass(slots=True)
+class AppContext:
+    """What a disconnected APPLICATION session leaves for its next connection."""
+
+    client_id: str
+    offset: int | None = None
+    """Records below this offset and not in `unacked` were handled (acknowledged, QoS 0 or
+    expired); None when no pack was in progress."""
+    unacked: list[Unacked] = field(default_factory=list)
+    """In-flight deliveries, in the order they were sent."""
+    updated_at: float = 0.0

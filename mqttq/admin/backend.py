@@ -39,6 +39,8 @@ class MetricsSnapshot:
     """tenant -> {"connections": n, "sessions": n, "topics": n} (tenants seen on this node)."""
     storage_latency: dict[str, HistogramSnapshot] = field(default_factory=dict)
     """Storage operation (enqueue, fetch, remove, save_session, ...) -> latency."""
+    app_lag: dict[str, int] = field(default_factory=dict)
+    """APPLICATION client id -> records of its Kafka topic not consumed yet."""
     listeners: dict[str, int] = field(default_factory=dict)
     """Listener (tcp, tls, ws, wss) -> clients connected through it now."""
 

@@ -52,6 +52,7 @@ class BrokerAdmin:
             refusals=dict(limits.refusals),
             tenants=tenants,
             storage_latency=self.hub.stats.storage_latency.snapshot(),
+            app_lag={} if self.hub.app_log is None else dict(self.hub.app_log.lag),
             listeners=self.broker.listener_connections(),
         )
 
@@ -79,7 +80,16 @@ class BrokerAdmin:
             _subscription_view(client_id, session.space.name, subscription)
             for subscription in session.space.router.subscriptions_of(client_id)
         ]
-        view["peer"] = None if session.client is None else session.client.peer
+        client = session.client
+        view["peer"] = None if client is None else client.peer
+        transport = None if client is None else client.transport
+        view["write_buffer_bytes"] = (
+            None if transport is None else transport.get_write_buffer_size()
+        )
+        app_log = self.hub.app_log
+        if app_log is not None and session.client_type == "APPLICATION" and session.persistent:
+            app = await app_log.describe(client_id)
+            view["application"] = None if app is None else app.to_json()
         if session.persistent:
             stored = await self.hub.storage.fetch(client_id, time.time())
             view["stored_messages"] = len(stored)

@@ -40,6 +40,11 @@ _PLAIN: Final = (
     ("protocol_errors", "mqttq_protocol_errors", "Connections closed for a protocol error.", True),
     ("storage_errors", "mqttq_storage_errors", "Storage operations that failed.", True),
     ("storage_pending", "mqttq_storage_pending", "Storage operations under way.", False),
+    ("app_clients", "mqttq_app_clients", "APPLICATION clients consuming their topic.", False),
+    ("app_pauses", "mqttq_app_flow_control_pauses", "APPLICATION consumer pauses.", True),
+    ("app_skipped", "mqttq_app_messages_skipped", "APPLICATION messages skipped.", True),
+    ("app_expired", "mqttq_app_messages_expired", "APPLICATION messages expired.", True),
+    ("app_retried", "mqttq_app_messages_retried", "APPLICATION messages re-sent.", True),
     (
         "log_produce_failures",
         "mqttq_log_produce_failures",
@@ -103,6 +108,15 @@ class BrokerCollector:
             yield _listeners(snapshot.listeners)
         if snapshot.storage_latency:
             yield _latency(snapshot.storage_latency)
+        if snapshot.app_lag:
+            lag = GaugeMetricFamily(
+                "mqttq_app_consumer_lag",
+                "Records of an APPLICATION client's Kafka topic not consumed yet.",
+                labels=["client_id"],
+            )
+            for client_id, value in sorted(snapshot.app_lag.items()):
+                lag.add_metric([client_id], value)
+            yield lag
         refused = CounterMetricFamily(
             "mqttq_admin_requests_refused",
             "Admin API requests refused (429) by the per-URI rate limit.",

@@ -293,6 +293,17 @@ _SCHEMAS: Final[JSON] = {
                 "minimum": 0,
                 "description": "Messages waiting in storage (persistent sessions only).",
             },
+            "write_buffer_bytes": {
+                "type": ["integer", "null"],
+                "minimum": 0,
+                "description": "Bytes waiting in the connection's write buffer; null when offline.",
+            },
+            "application": {
+                "type": ["object", "null"],
+                "description": "APPLICATION session with the Kafka log on: topic, "
+                "committed_offset, end_offset, lag, unacked (offset, packet_id, kind), "
+                "unacked_packet_ids, pack_offset, updated_at, connected, error.",
+            },
         },
         [*_SESSION_PROPERTIES, "peer"],
     ),

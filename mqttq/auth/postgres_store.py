@@ -37,7 +37,7 @@ from mqttq.auth.store_rows import (
 )
 from mqttq.limits.quota import QUOTA_FIELDS
 
-__all__ = ["CONNECT_TIMEOUT", "PostgresAuthStore"]
+__all__ = ["CONNECT_TIMEOUT", "PostgresAuthStore", "PostgresConnection"]
 
 T = TypeVar("T")
 Conn = psycopg.AsyncConnection[tuple[Any, ...]]
@@ -108,9 +108,14 @@ def _describe(url: str) -> str | None:
     return f"{host}:{port}" + (f"/{dbname}" if dbname else "")
 
 
-class PostgresAuthStore:
-    """The AuthStore on a PostgreSQL database; `url` is a libpq connection string
-    (`postgresql://user:password@host:port/dbname` or `host=... dbname=...`)."""
+class PostgresConnection:
+    """One autocommit psycopg connection to `url` (a libpq connection string:
+    `postgresql://user:password@host:port/dbname` or `host=... dbname=...`), used by one
+    call at a time, reconnected once when it broke; `schema` (statements) is created under
+    an advisory lock on open. Every failure is an AuthStoreError of one line."""
+
+    schema: tuple[str, ...] = ()
+    schema_lock: int = _SCHEMA_LOCK
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -147,8 +152,8 @@ class PostgresAuthStore:
             conn = await self._connect()
             try:
                 async with conn.transaction():
-                    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                    for statement in _SCHEMA:
+                    await conn.execute("SELECT pg_advisory_xact_lock(%s)", (self.schema_lock,))
+                    for statement in self.schema:
                         await conn.execute(statement)
             except psycopg.Error as exc:
                 await conn.close()
@@ -201,6 +206,12 @@ class PostgresAuthStore:
             return cursor.rowcount
 
         return await self._run(work)
+
+
+class PostgresAuthStore(PostgresConnection):
+    """The AuthStore on a PostgreSQL database (see PostgresConnection for `url`)."""
+
+    schema = _SCHEMA
 
     # --- credentials ---------------------------------------------------------------------
 

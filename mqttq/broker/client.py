@@ -166,11 +166,17 @@ class Client(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self.writable = False
+        session = self.session
+        if session is not None and session.app is not None:
+            session.app.pause_writing()
 
     def resume_writing(self) -> None:
         self.writable = True
-        if self.session is not None:
-            self.session.pump()
+        session = self.session
+        if session is not None:
+            if session.app is not None:
+                session.app.resume_writing()
+            session.pump()
         self._flush_soon()
 
     # ------------------------------------------------------------------ sending
@@ -208,6 +214,11 @@ class Client(asyncio.Protocol):
         sent = self.conn.send_encoded_publish(data)
         self._flush_soon()
         return sent
+
+    def flush_now(self) -> None:
+        """Write what is buffered to the transport now (not at the end of the iteration)."""
+        if self.conn.pending_bytes:
+            self._flush()
 
     def _flush_soon(self) -> None:
         pending = self.conn.pending_bytes

@@ -244,10 +244,22 @@ def on_subscribe(client: Client, packet: SubscribePacket) -> None:
     allowed = None if identity is None else identity.may_subscribe
     codes, retained, granted = hub.subscribe(session, packet, allowed)
     save = hub.save_session(session) if session.persistent and granted else None
+    if session.app is not None and granted:
+        # An APPLICATION client's `$share` subscription: SUBACK once its topic exists.
+        save = _both(save, session.app.sync_shared())
     client.steps.add(save, partial(_suback, client, packet.packet_id, codes, granted))
     for subscription, messages in retained:
         fan = hub.deliver_retained(session, subscription, messages)
         client.steps.add(fan.future(), partial(_complete, hub, fan))
+
+
+def _both(
+    first: asyncio.Future[Any] | None, second: asyncio.Future[Any] | None
+) -> asyncio.Future[Any] | None:
+    """One future for two (either may be None); it fails when either fails."""
+    if first is None or second is None:
+        return first or second
+    return asyncio.gather(first, second)
 
 
 def _suback(
@@ -276,6 +288,8 @@ def on_unsubscribe(client: Client, packet: UnsubscribePacket) -> None:
     hub = client.life.hub
     codes = hub.unsubscribe(session, packet)
     save = hub.save_session(session) if session.persistent else None
+    if session.app is not None:
+        session.app.sync_shared()
     client.steps.add(save, partial(_unsuback, client, packet.packet_id, codes))
 
 

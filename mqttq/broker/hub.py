@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mqttq.broker.pending import BackgroundTasks, EnqueueBatcher, RemoveBatcher
 from mqttq.broker.session import Session
@@ -38,7 +38,12 @@ from mqttq.routing.topics import (
 from mqttq.storage.log_ports import MessageLog
 from mqttq.storage.ports import QueuedMessage, SessionRecord, Storage
 
+if TYPE_CHECKING:
+    from mqttq.broker.app_log import AppLog
+
 __all__ = ["Fanout", "Hub"]
+
+_APP = "APPLICATION"
 
 logger = logging.getLogger("mqttq.broker.hub")
 
@@ -48,7 +53,15 @@ _GRANTED = (ReasonCode.GRANTED_QOS_0, ReasonCode.GRANTED_QOS_1, ReasonCode.GRANT
 class Fanout:
     """The deliveries of one message: those waiting for storage and those not yet made."""
 
-    __slots__ = ("count", "enqueue", "immediate", "rejected", "retained_write", "stored")
+    __slots__ = (
+        "count",
+        "enqueue",
+        "immediate",
+        "produced",
+        "rejected",
+        "retained_write",
+        "stored",
+    )
 
     def __init__(self) -> None:
         self.count = 0
@@ -59,14 +72,19 @@ class Fanout:
         self.immediate: list[tuple[Session, Message]] = []
         self.enqueue: asyncio.Future[list[QueuedMessage | None]] | None = None
         self.retained_write: asyncio.Future[None] | None = None
+        self.produced: list[asyncio.Future[Any]] | None = None
+        """Records appended to APPLICATION clients' Kafka topics (acks=all)."""
 
     def future(self) -> asyncio.Future[Any] | None:
         """What must settle before the deliveries and the publisher's ack."""
-        if self.retained_write is None:
-            return self.enqueue
-        if self.enqueue is None:
-            return self.retained_write
-        return asyncio.gather(self.enqueue, self.retained_write, return_exceptions=True)
+        if self.produced is None:
+            if self.retained_write is None:
+                return self.enqueue
+            if self.enqueue is None:
+                return self.retained_write
+        waits = [f for f in (self.enqueue, self.retained_write) if f is not None]
+        waits.extend(self.produced or ())
+        return asyncio.gather(*waits, return_exceptions=True)
 
 
 class Hub:
@@ -89,6 +107,9 @@ class Hub:
         self._online = self.is_online  # one bound method, not one per PUBLISH
         self._encoded_message: Message | None = None
         self._encoded: dict[int, bytes] = {}
+        self.app_log: AppLog | None = None
+        """APPLICATION clients' Kafka topics (with `storage.log = "kafka"`), set by the
+        broker before it starts."""
         self.log: MessageLog | None = None
         """The message log (distributed mode): PUBLISHes go there first, and are routed
         when read back (broker/log.py). None: routed at once (embedded)."""
@@ -153,6 +174,7 @@ class Hub:
         queue_qos0 = self._queue_qos0
         mqos = message.qos
         mretain = message.retain
+        app_log = self.app_log
         items: list[tuple[str, Message]] | None = None
         count = rejected = 0
         for delivery in deliveries:
@@ -166,6 +188,16 @@ class Hub:
                 out = message
             else:
                 out = _copy(message, qos, delivery.retain, sids)
+            if session.expiry_interval and app_log is not None and session.client_type == _APP:
+                # A persistent APPLICATION session: every delivery goes to its Kafka topic.
+                if fan is None:
+                    fan = Fanout()
+                if fan.produced is None:
+                    fan.produced = []
+                fan.produced.append(
+                    app_log.produce(space.name, session.client_id, out, delivery.share)
+                )
+                continue
             if session.expiry_interval and (qos or (queue_qos0 and session.client is None)):
                 if fan is None:
                     fan = Fanout()
@@ -226,6 +258,10 @@ class Hub:
         matched."""
         rejected = fan.rejected
         enqueue = fan.enqueue
+        for produced in fan.produced or ():
+            if produced.cancelled() or produced.exception() is not None:
+                self.stats.storage_errors += 1
+                return ReasonCode.UNSPECIFIED_ERROR
         if enqueue is not None:
             if enqueue.cancelled() or enqueue.exception() is not None:
                 self.stats.storage_errors += 1
@@ -326,7 +362,14 @@ class Hub:
             qos = min(message.qos, granted)
             out = _copy(message, qos, True, sids)
             fan.count += 1
-            if session.expiry_interval and qos:
+            app_log = self.app_log
+            if session.expiry_interval and app_log is not None and session.client_type == _APP:
+                if fan.produced is None:
+                    fan.produced = []
+                fan.produced.append(
+                    app_log.produce(session.space.name, session.client_id, out, None)
+                )
+            elif session.expiry_interval and qos:
                 items.append((session.client_id, out))
                 fan.stored.append(session)
             else:
@@ -482,6 +525,8 @@ class Hub:
             "storage_errors": stats.storage_errors,
             "storage_pending": len(self.tasks),
         }
+        if self.app_log is not None:
+            counters.update(self.app_log.statistics())
         for qos in range(3):
             counters[f"messages_in_qos{qos}"] = stats.messages_in[qos]
             counters[f"messages_out_qos{qos}"] = stats.messages_out[qos]

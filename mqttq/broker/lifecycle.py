@@ -30,6 +30,8 @@ __all__ = ["Lifecycle", "connect_policy", "connection_limits"]
 
 logger = logging.getLogger("mqttq.broker.session")
 
+_APP = "APPLICATION"
+
 
 def connection_limits(mqtt: MqttSettings) -> ConnectionLimits:
     return ConnectionLimits(
@@ -168,6 +170,15 @@ class Lifecycle:
             return
         client.counted = True
         resume = old is not None and not decision.clean_start
+        app_log = hub.app_log
+        if app_log is not None and decision.persistent and identity.client_type == _APP:
+            try:
+                await app_log.ensure_client_topic(client_id)  # created on first connect
+            except StorageError as error:
+                logger.warning("client %r: Kafka topic not available: %s", client_id, error)
+                client.refuse(ReasonCode.SERVER_UNAVAILABLE, "message log unavailable")
+                self._release_connection(client)
+                return
         if resume:
             self.wills.cancel(client_id)  # [MQTT-3.1.3-9]
         else:
@@ -206,6 +217,13 @@ class Lifecycle:
                     hub.space(tenant),
                     identity.client_type,
                 )
+                if app_log is not None and session.persistent and session.client_type == _APP:
+                    await hub.tasks.barrier(client_id)  # the old context is deleted
+                    try:
+                        await app_log.reset(client_id)
+                    except BaseException:
+                        limits.release_session(tenant)
+                        raise
                 hub.sessions[client_id] = session
                 session.client = client
                 session.will = packet.will
@@ -239,6 +257,8 @@ class Lifecycle:
         connack = ConnackPacket(resume, ReasonCode.SUCCESS, decision.connack_properties)
         client.accepted(session, connack, decision.keep_alive)
         session.resume(entries)
+        if app_log is not None and session.persistent and session.client_type == _APP:
+            app_log.attach(session, client)
 
     async def _resume(
         self, session: Session, client: Client, packet: ConnectPacket, decision: ConnectDecision
@@ -314,6 +334,9 @@ class Lifecycle:
         session.will = will  # still due: stored with the session until it is published
         # A re-sent QoS 2 PUBLISH on the next connection is still a duplicate.
         session.awaiting_pubrel = client.conn.inbound.awaiting_pubrel
+        if session.app is not None:
+            # Saves what is in flight; the next CONNECT of this id waits for it (barrier).
+            hub.tasks.spawn(session.app.stop(), "app_context", session.client_id)
         session.detach()
         if session.ended:
             return
@@ -375,6 +398,10 @@ class Lifecycle:
     def _forget(self, session: Session) -> None:
         """Drop a session from memory: no more deliveries, no subscriptions."""
         session.ended = True
+        app_log = self.hub.app_log
+        if app_log is not None and session.client_type == _APP:
+            client_id = session.client_id
+            self.hub.tasks.spawn(app_log.forget(client_id), "app_context", client_id)
         if session.expiry_handle is not None:
             session.expiry_handle.cancel()
             session.expiry_handle = None

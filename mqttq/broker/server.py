@@ -17,6 +17,7 @@ from mqttq.config import Settings
 from mqttq.errors import MqttqError
 from mqttq.limits.limiter import Limits
 from mqttq.limits.quota import Quota
+from mqttq.storage.app_context import AppContextStore
 from mqttq.storage.log_ports import MessageLog
 from mqttq.storage.ports import Storage
 
@@ -46,9 +47,13 @@ class Broker:
         storage: Storage,
         auth_store: AuthStore | None = None,
         log: MessageLog | None = None,
+        app_contexts: AppContextStore | None = None,
     ) -> None:
+        """`app_contexts`: where APPLICATION clients' consumer contexts live; given when
+        `storage.log = "kafka"`, which turns on their Kafka topics (`Hub.app_log`)."""
         self.settings = settings
         self.storage = storage
+        self.app_contexts = app_contexts
         self.auth_store: AuthStore = auth_store if auth_store is not None else EmptyAuthStore()
         limit = settings.mqtt_limit
         self.limits = Limits(
@@ -106,6 +111,13 @@ class Broker:
         await self.auth_store.open()
         await self.reload_tenants()
         await self.storage.open()
+        if self.app_contexts is not None:
+            # Imported here: confluent_kafka is loaded only when the log is on.
+            from mqttq.broker.app_log import AppLog  # noqa: PLC0415
+
+            app_log = AppLog(self.settings.kafka, self.app_contexts)
+            await app_log.open()
+            self.hub.app_log = app_log
         life = self._life = Lifecycle(self.hub, loop, self.authenticator)
         restored = await life.restore()
         if self.log is not None:
@@ -177,6 +189,8 @@ class Broker:
         finally:
             try:
                 await self._close_log()
+                if self.hub.app_log is not None:
+                    await self.hub.app_log.close()
                 await self.storage.close()
             finally:
                 try:

@@ -25,6 +25,7 @@ from mqttq.storage.ports import QueuedMessage
 if TYPE_CHECKING:
     import asyncio
 
+    from mqttq.broker.app_session import AppClient
     from mqttq.broker.client import Client
     from mqttq.broker.hub import Hub
     from mqttq.broker.tenants import TenantSpace
@@ -39,6 +40,7 @@ class Session:
 
     __slots__ = (
         "_ids",
+        "app",
         "awaiting_pubrel",
         "client",
         "client_id",
@@ -100,6 +102,9 @@ class Session:
         self.disconnected_at: float | None = None
         self.expiry_handle: asyncio.TimerHandle | None = None
         self.will: Will | None = None
+        self.app: AppClient | None = None
+        """The Kafka consumers of a connected persistent APPLICATION session (with the
+        message log on): its acknowledgements go to them."""
 
     @property
     def persistent(self) -> bool:
@@ -119,7 +124,7 @@ class Session:
         stats = self.hub.stats
         if message.qos == 0:
             if client is not None and self.ready and client.writable:
-                self._send_publish(client, message, 0, None, False)
+                self.send_publish(client, message, 0, None, False)
             else:
                 # Offline, still connecting or paused: QoS 0 is dropped, not buffered.
                 stats.dropped[0] += 1
@@ -192,7 +197,7 @@ class Session:
         message = entry.message
         if message.qos == 0:
             # Stored while offline (queue_qos0): sent once and forgotten.
-            self._send_publish(client, message, 0, None, False)
+            self.send_publish(client, message, 0, None, False)
             self._finish(entry)
             return
         if not entry.packet_id:
@@ -203,7 +208,7 @@ class Session:
         if resend is not None and packet_id in resend:
             dup = True
             resend.discard(packet_id)
-        if self._send_publish(client, message, message.qos, packet_id, dup):
+        if self.send_publish(client, message, message.qos, packet_id, dup):
             self.inflight[packet_id] = entry
         else:
             logger.debug(
@@ -214,9 +219,11 @@ class Session:
             )
             self._finish(entry)  # [MQTT-3.1.2-25]
 
-    def _send_publish(
+    def send_publish(
         self, client: Client, message: Message, qos: int, packet_id: int | None, dup: bool
     ) -> bool:
+        """Write one PUBLISH of `message`, the expiry rewritten as the time remaining
+        [MQTT-3.3.2-6]; False when it exceeds the client's Maximum Packet Size."""
         props = message.properties
         rewrite = self.protocol_level == 5 and (
             message.expires_at is not None or message.subscription_identifiers
@@ -253,6 +260,9 @@ class Session:
 
     def on_puback(self, packet_id: int) -> None:
         """PUBACK from the client: a QoS 1 delivery is done [MQTT-4.3.2]."""
+        if self.app is not None:
+            self.app.on_puback(packet_id)
+            return
         entry = self.inflight.get(packet_id)
         if entry is None or entry.message.qos != 1:
             logger.debug("%s: PUBACK for unknown packet id %d", self.client_id, packet_id)
@@ -267,6 +277,9 @@ class Session:
         An error PUBREC ends the flow (no PUBREL) [MQTT-4.4.0-2]. The caller sends the
         PUBREL (via `pubrel_for`) once the future settles, in arrival order.
         """
+        if self.app is not None:
+            self.app.on_pubrec(packet_id, reason_code)
+            return None
         entry = self.inflight.get(packet_id)
         if entry is None or entry.message.qos != 2:
             return None
@@ -282,6 +295,8 @@ class Session:
 
     def pubrel_for(self, packet_id: int) -> PubrelPacket:
         """The PUBREL answering a PUBREC: 0x92 when the id is not in flight [MQTT-4.3.3]."""
+        if self.app is not None:
+            return self.app.pubrel_for(packet_id)
         entry = self.inflight.get(packet_id)
         if entry is None or not entry.pubrel:
             return PubrelPacket(packet_id, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND)
@@ -289,6 +304,9 @@ class Session:
 
     def on_pubcomp(self, packet_id: int) -> None:
         """PUBCOMP: a QoS 2 delivery is done [MQTT-4.3.3]."""
+        if self.app is not None:
+            self.app.on_pubcomp(packet_id)
+            return
         entry = self.inflight.get(packet_id)
         if entry is None or not entry.pubrel:
             logger.debug("%s: PUBCOMP for unknown packet id %d", self.client_id, packet_id)

@@ -30,6 +30,7 @@ from mqttq.logs import configure_logging
 
 if TYPE_CHECKING:
     from mqttq.broker.server import Broker
+    from mqttq.storage.app_context import AppContextStore
     from mqttq.storage.log_ports import MessageLog
     from mqttq.storage.ports import Storage
 
@@ -151,9 +152,28 @@ def run_broker(
     from mqttq.broker.server import Broker  # noqa: PLC0415 (composition root, see module doc)
 
     broker = Broker(
-        settings, open_storage(settings), open_auth_store(settings), open_message_log(settings)
+        settings,
+        open_storage(settings),
+        open_auth_store(settings),
+        open_message_log(settings),
+        open_app_contexts(settings),
     )
     _run_event_loop(_serve(broker, settings, ready_file, announce, config))
+
+
+def open_app_contexts(settings: Settings, *, force: bool = False) -> AppContextStore | None:
+    """Where APPLICATION clients' consumer contexts live when the Kafka log is on
+    (`storage.log = "kafka"`, or `force`): PostgreSQL with `auth.store = "postgres"`, else
+    the embedded SQLite file; None when the log is off."""
+    if settings.storage.log != "kafka" and not force:
+        return None
+    if settings.auth.store == "postgres":
+        from mqttq.storage.app_context_pg import PostgresAppContextStore  # noqa: PLC0415
+
+        return PostgresAppContextStore(settings.postgres.url)
+    from mqttq.storage.app_context import SqliteAppContextStore  # noqa: PLC0415
+
+    return SqliteAppContextStore(settings.storage.data_dir / SQLITE_FILE_NAME)
 
 
 def open_storage(settings: Settings) -> Storage:

@@ -84,6 +84,14 @@ ConfigOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+ApplicationOption = Annotated[
+    bool,
+    typer.Option(
+        "--application",
+        help="APPLICATION sessions instead (their Kafka topic, committed offset, lag and "
+        "unacknowledged ids), read through the [kafka] and storage sections of --config.",
+    ),
+]
 ClientArgument = Annotated[str, typer.Argument(metavar="CLIENT", help="The client id.")]
 
 
@@ -219,13 +227,18 @@ def ls_command(
         SortKey, typer.Option("--sort", help="client (id), pending (most first), age (oldest).")
     ] = SortKey.client,
     as_json: JsonOption = False,
+    application: ApplicationOption = False,
 ) -> None:
     """List every session that has queued messages.
 
     Per session: pending count, last packet id, the age of its oldest and newest message,
     the TTL of the newest, the broker node it is connected to, and any value that cannot
-    be read. Beyond 1,000 sessions the table is printed as plain aligned columns.
+    be read. Beyond 1,000 sessions the table is printed as plain aligned columns. With
+    --application: the APPLICATION sessions and their Kafka topics instead.
     """
+    if application:
+        _app_ls(config, pattern, as_json)
+        return
     target = resolve_target(redis, cluster, key_prefix, config)
     err = Console(stderr=True)
 
@@ -283,12 +296,17 @@ def inspect_command(
     key_prefix: PrefixOption = None,
     config: ConfigOption = None,
     as_json: JsonOption = False,
+    application: ApplicationOption = False,
 ) -> None:
     """Show one session in detail.
 
     Its keys, entries by state (PUBLISH, PUBREL, expired), serials and packet ids, ages,
     TTLs, the node it is connected to, the memory its keys use, and unreadable entries.
+    With --application: an APPLICATION session's topic, offsets, lag and unacked ids.
     """
+    if application:
+        _app_inspect(config, client_id, as_json)
+        return
     target = resolve_target(redis, cluster, key_prefix, config)
 
     async def main() -> SessionDetail:
@@ -427,3 +445,37 @@ def rm_command(
 
 if __name__ == "__main__":
     session_app(prog_name="mqttq session")
+
+
+def _app_ls(config: Path | None, pattern: str | None, as_json: bool) -> None:
+    from mqttq.cli import app_sessions as views  # noqa: PLC0415 (Kafka loaded only here)
+
+    settings = _settings(config)
+    sessions = views.run(views.list_app_sessions(settings, pattern))
+    if as_json:
+        _print_json([view.to_json() for view in sessions])
+        return
+    views.print_table(views.app_table(sessions))
+    total = sum(view.lag or 0 for view in sessions)
+    _stdout().print(f"{len(sessions)} APPLICATION sessions, {total} messages not consumed")
+
+
+def _app_inspect(config: Path | None, client_id: str, as_json: bool) -> None:
+    from mqttq.cli import app_sessions as views  # noqa: PLC0415
+
+    settings = _settings(config)
+    view = views.run(views.inspect_app_session(settings, client_id))
+    if as_json:
+        _print_json(view.to_json())
+        return
+    views.print_table(views.app_detail(view))
+
+
+def _settings(config: Path | None) -> Any:
+    from mqttq.cli import app_sessions as views  # noqa: PLC0415
+    from mqttq.cli.errors import CliError  # noqa: PLC0415
+
+    try:
+        return views.load(config)
+    except CliError as exc:
+        _fail(str(exc), exc.exit_code)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mqttq.model import Message, Subscription
 from mqttq.routing.topics import parse_shared
@@ -26,6 +26,8 @@ class Delivery:
     retain: bool
     subscription_identifiers: tuple[int, ...] = ()
     shared: bool = False
+    share: tuple[str, str] | None = field(default=None, compare=False)
+    """(share name, topic filter) of the `$share` group the delivery was made for."""
 
 
 class SharedGroup:
@@ -263,6 +265,7 @@ def _shared_delivery(
         message.retain and sub.retain_as_published,
         () if sid is None else (sid,),
         True,
+        (group.share_name, group.topic_filter),
     )
 
 

@@ -30,6 +30,7 @@ from typing import Any, Final, cast
 
 import confluent_kafka
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._listoffsets import OffsetSpec
 from confluent_kafka.cimpl import NewTopic
 
 from mqttq.errors import StorageError
@@ -230,7 +231,11 @@ class KafkaConsumer:
         client_id: str = "mqttq",
         auto_offset_reset: str = "earliest",
         config: Mapping[str, Any] | None = None,
+        assign: Iterable[TopicPartition] | None = None,
     ) -> None:
+        """With `assign`, the consumer reads those partitions without joining the group
+        (no rebalance, so no wait for a dead member's session to time out); the group
+        only keeps its committed offsets, where reading starts. `topics` is then unused."""
         settings = _common(bootstrap_servers, client_id)
         settings.update(
             {
@@ -252,7 +257,10 @@ class KafkaConsumer:
             1, thread_name_prefix="mqttq-kafka-consumer"
         )
         self._consumer = confluent_kafka.Consumer(settings)
-        self._consumer.subscribe(list(topics))
+        if assign is None:
+            self._consumer.subscribe(list(topics))
+        else:
+            self._consumer.assign(_native(assign))
         self._closed = False
 
     async def _run(self, function: Any, *args: Any) -> Any:
@@ -410,6 +418,26 @@ class KafkaAdmin:
                 f"kafka: cannot create topic {name!r}: no answer from Kafka in {timeout:g} s"
             ) from None
         return True
+
+    async def offsets(
+        self, group: str, partition: TopicPartition, *, timeout: float = 10.0
+    ) -> tuple[int | None, int]:
+        """(offset committed by `group` or None, end offset) of `partition`, for
+        inspection. Raises KafkaClientError when Kafka does not answer."""
+        native = confluent_kafka.TopicPartition(partition.topic, partition.partition)
+        request = [confluent_kafka.ConsumerGroupTopicPartitions(group, [native])]
+        try:
+            committed_f = self._admin.list_consumer_group_offsets(request, request_timeout=timeout)
+            latest = cast(Any, OffsetSpec).latest()  # untyped in confluent_kafka
+            ends_f = self._admin.list_offsets({native: latest}, request_timeout=timeout)
+            found = await asyncio.wait_for(asyncio.wrap_future(committed_f[group]), timeout)
+            end = await asyncio.wait_for(asyncio.wrap_future(ends_f[native]), timeout)
+        except (confluent_kafka.KafkaException, TimeoutError) as exc:
+            raise KafkaClientError(
+                f"cannot read the offsets of {partition.topic!r}: {exc}"
+            ) from None
+        committed = [p.offset for p in found.topic_partitions if p.offset >= 0]
+        return (committed[0] if committed else None), int(end.offset)
 
     async def partitions(self, name: str, *, timeout: float = 10.0) -> int:
         """How many partitions topic `name` has; KafkaClientError when it does not exist."""

@@ -80,6 +80,7 @@ def _has_any(props: Properties) -> bool:
         and props.response_topic is None
         and props.correlation_data is None
         and not props.user_properties
+        and not props.subscription_identifiers  # an APPLICATION client's delivery
     )
 
 

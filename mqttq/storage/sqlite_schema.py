@@ -14,9 +14,18 @@ from typing import Final
 
 from mqttq.errors import StorageError
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 """1: the first layout; 2: sessions and retained messages carry their tenant; 3: sessions
-keep their will and the inbound QoS 2 ids awaiting PUBREL."""
+keep their will and the inbound QoS 2 ids awaiting PUBREL; 4: application_session_ctx."""
+
+APP_CONTEXT_TABLE: Final = """CREATE TABLE IF NOT EXISTS application_session_ctx (
+    client_id TEXT PRIMARY KEY,
+    last_updated_time REAL NOT NULL,
+    pack_offset INTEGER,
+    unacked TEXT NOT NULL
+) WITHOUT ROWID"""
+"""What a disconnected APPLICATION session's Kafka consumer leaves for its next connection
+(mqttq.storage.app_context): `unacked` is a JSON list of {offset, packetId, kind}."""
 
 _TABLES: Final = (
     """CREATE TABLE IF NOT EXISTS schema_version (
@@ -62,6 +71,7 @@ _TABLES: Final = (
         expires_at REAL,
         PRIMARY KEY (tenant, topic)
     ) WITHOUT ROWID""",
+    APP_CONTEXT_TABLE,
 )
 
 _UPGRADES: Final[dict[int, tuple[str, ...]]] = {
@@ -84,6 +94,8 @@ _UPGRADES: Final[dict[int, tuple[str, ...]]] = {
         "ALTER TABLE sessions ADD COLUMN will TEXT",
         "ALTER TABLE sessions ADD COLUMN awaiting_pubrel TEXT NOT NULL DEFAULT '[]'",
     ),
+    # 3 -> 4: a new table, empty.
+    3: (APP_CONTEXT_TABLE,),
 }
 """Statements that bring a file of version N to N + 1."""
 

@@ -563,7 +563,7 @@ def test_sqlite_upgrades_a_version_1_file(tmp_path: Path) -> None:
 
     run_with(SqliteStorage(path), check)
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(3,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(4,)]
     conn.close()
 
 

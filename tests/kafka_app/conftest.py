@@ -1,0 +1,44 @@
+"""Fixtures of the APPLICATION-client tests: real PostgreSQL and Kafka (started on first
+use, once per session)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import BrokerFactory, BrokerProcess
+from tests.kafka_app.app_helpers import add_app_credential, kafka_config
+from tests.kafka_fixtures import kafka, kafka_factory, kafka_prefix
+from tests.kafka_service import KafkaServer
+from tests.postgres_fixtures import postgres_server, postgres_url
+
+__all__ = [
+    "AppBrokerFactory",
+    "app_broker",
+    "kafka",
+    "kafka_factory",
+    "kafka_prefix",
+    "postgres_server",
+    "postgres_url",
+]
+
+
+class AppBrokerFactory:
+    """Starts brokers with the Kafka log on (this test's topic prefix) and the APPLICATION
+    credential `app`; keyword arguments are `[kafka.application]` keys."""
+
+    def __init__(self, factory: BrokerFactory, kafka: KafkaServer, prefix: str) -> None:
+        self.factory = factory
+        self.kafka = kafka
+        self.prefix = prefix
+
+    def __call__(self, extra: str = "", **application: object) -> BrokerProcess:
+        broker = self.factory(kafka_config(self.kafka, self.prefix, extra, **application))
+        add_app_credential(broker)
+        return broker
+
+
+@pytest.fixture
+def app_broker(
+    broker_factory: BrokerFactory, kafka: KafkaServer, kafka_prefix: str
+) -> AppBrokerFactory:
+    return AppBrokerFactory(broker_factory, kafka, kafka_prefix)
