@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the Debian packages the tests drive (mosquitto, mosquitto-clients, redis-server,
-# postgresql).
+# postgresql) and Java 17 for Spark (the `spark` extra).
 # Idempotent and quiet: nothing happens when they are present; otherwise one
 # `apt-get update` and one `apt-get install`, as root or through sudo.
 #
@@ -112,5 +112,6 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
         mosquitto_pub:mosquitto-clients \
         mosquitto_sub:mosquitto-clients \
         redis-server:redis-server \
-        "$(postgres_initdb)":postgresql
+        "$(postgres_initdb)":postgresql \
+        java:openjdk-17-jre-headless
 fi

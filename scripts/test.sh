@@ -11,7 +11,7 @@ cd "$ROOT"
 source "$ROOT/scripts/run-local.sh"
 
 "$ROOT/scripts/install-services.sh"
-ensure_venv test
+ensure_venv test,spark
 
 failed=()
 check() {
