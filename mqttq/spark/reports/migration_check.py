@@ -144,8 +144,10 @@ def migration_check_report(
     default_ttl_s: int,
     now_ms: int,
     tolerance_ms: int = TOLERANCE_MS,
+    empty: str = "Redis holds no DEVICE queue: was the migration run?",
 ) -> Report:
-    """The report's sections; `Report.problem` is set by `finish` once collected."""
+    """The report's sections; its verdict fails the run when any client differs, and a
+    Redis without any queue is an error (`empty`)."""
     per_client = check_clients(
         messages,
         entries,
@@ -163,4 +165,5 @@ def migration_check_report(
             Section("clients", "per client", per_client.orderBy("client_id"), SectionKind.DATA),
         ],
         verdict=verdict,
+        empty=("clients_in_redis", empty),
     )

@@ -80,16 +80,24 @@ class Report:
     verdict: Callable[[dict[str, Any]], str | None] | None = None
     """Given the collected summary row: the line that makes the CLI exit 1 (e.g. the
     differences migration-check found), or None."""
+    empty: tuple[str, str] | None = None
+    """(summary column, message): when the column is 0 the source is empty, and `collect`
+    raises ReportError(message) instead of showing a report of nothing."""
     collected: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def section(self, name: str) -> Section:
         return next(s for s in self.sections if s.name == name)
 
     def collect(self) -> None:
-        """Run the jobs of every summary and rows section (once)."""
+        """Run the jobs of every summary and rows section (once); ReportError when the
+        source turns out empty (`empty`)."""
         for section in self.sections:
             if section.kind is not SectionKind.DATA and section.name not in self.collected:
                 self.collected[section.name] = [row.asDict() for row in section.frame.collect()]
+                if section.kind is SectionKind.SUMMARY and self.empty is not None:
+                    column, message = self.empty
+                    if not (self.collected[section.name] or [{}])[0].get(column):
+                        raise ReportError(message)
 
     @property
     def problem(self) -> str | None:

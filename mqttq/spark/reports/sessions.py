@@ -103,6 +103,7 @@ def sessions_report(
     expiring_within_s: int = EXPIRING_WITHIN_S,
     top: int = 10,
     source: str = "",
+    empty: str = "no DEVICE session or queue",
 ) -> Report:
     """The report's sections (`per_client` cached: everything derives from it)."""
     per_client = session_clients(
@@ -134,6 +135,7 @@ def sessions_report(
         name="sessions",
         title=f"sessions in {source}" if source else "sessions",
         sections=sections,
+        empty=("sessions", empty),
         chart=Chart(
             "histogram",
             "bucket",
