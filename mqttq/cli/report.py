@@ -326,7 +326,7 @@ def sessions_command(
         typer.Option(
             "--sqlite",
             metavar="PATH",
-            help="The embedded broker's database (DATA_DIR/mqttq.db) instead of Redis.",
+            help="The embedded broker's database (DATA_DIR/mqttq.sqlite3) instead of Redis.",
         ),
     ] = None,
     expiring_within: Annotated[
@@ -371,7 +371,7 @@ def sessions_command(
         from mqttq.spark.reports.redis_source import master_urls  # noqa: PLC0415
 
         if target is not None:
-            master_urls(target.url, target.cluster)
+            master_urls(target.url, target.cluster, prefix=target.key_prefix)
 
     def build(spark: SparkSession, now_ms: int) -> Report:
         from mqttq.spark.reports.redis_source import read_entries  # noqa: PLC0415
@@ -438,7 +438,7 @@ def migration_check_command(
         from mqttq.spark.reports.redis_source import master_urls  # noqa: PLC0415
 
         check_source(pg)
-        master_urls(target.url, target.cluster)
+        master_urls(target.url, target.cluster, prefix=target.key_prefix)
 
     def build(spark: SparkSession, now_ms: int) -> Report:
         from mqttq.spark.reports.migration_check import migration_check_report  # noqa: PLC0415

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 from pyspark.sql import functions as F
 
 from mqttq.spark.reports.output import Report, Section, SectionKind
-from mqttq.spark.reports.transforms import count_if, mark_kept
+from mqttq.spark.reports.transforms import count_if, mark_kept, sorted_small
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -108,7 +108,7 @@ def differences(per_client: DataFrame) -> DataFrame:
             "wrong_packet_id",
             difference.alias("difference"),
         )
-        .orderBy("client_id")
+        .transform(lambda frame: sorted_small(frame, "client_id"))
     )
 
 

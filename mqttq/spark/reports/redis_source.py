@@ -68,21 +68,31 @@ def entry_schema() -> StructType:
     )
 
 
-def master_urls(url: str, cluster: bool) -> list[str]:
-    """The URL of every master to scan (`url` itself for a standalone Redis); ReportError
-    (one line) when Redis cannot be reached."""
-    where = f"{'Redis Cluster' if cluster else 'Redis'} at {redacted(url)}"
+def describe(url: str, cluster: bool) -> str:
+    """`Redis at URL` or `Redis Cluster at URL`, without the password."""
+    return f"{'Redis Cluster' if cluster else 'Redis'} at {redacted(url)}"
+
+
+def master_urls(url: str, cluster: bool, *, prefix: str | None = None) -> list[str]:
+    """The URL of every master to scan (`url` itself for a standalone Redis). ReportError
+    (one line) when Redis cannot be reached, or, given the key `prefix`, when no master
+    holds any queue (the scan stops at the first one found)."""
     try:
         if cluster:
             with RedisCluster.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT) as client:
-                return [node_url(url, node.host, int(node.port)) for node in client.get_primaries()]
-        with redis.Redis.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT) as client:
-            client.ping()
-        return [url]
+                primaries = client.get_primaries()
+            masters = [node_url(url, node.host, int(node.port)) for node in primaries]
+        else:
+            with redis.Redis.from_url(url, socket_connect_timeout=CONNECT_TIMEOUT) as client:
+                client.ping()
+            masters = [url]
+        if prefix is not None and not any(next(scan_queues(m, prefix), None) for m in masters):
+            raise ReportError(f"no DEVICE queue in {describe(url, cluster)}")
     except (redis.RedisError, OSError) as exc:
-        raise ReportError(f"cannot reach {where}: {exc}") from exc
+        raise ReportError(f"cannot reach {describe(url, cluster)}: {exc}") from exc
     except ValueError as exc:  # redis-py refuses a malformed URL
         raise ReportError(f"bad Redis URL {redacted(url)!r}: {exc}") from exc
+    return masters
 
 
 def scan_queues(node: str, prefix: str) -> Iterator[tuple[str, bytes]]:

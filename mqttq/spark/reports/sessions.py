@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Final
 from pyspark.sql import functions as F
 
 from mqttq.spark.reports.output import Chart, Report, Section, SectionKind
-from mqttq.spark.reports.transforms import count_if, histogram, largest
+from mqttq.spark.reports.transforms import count_if, histogram, largest, sorted_small
 from mqttq.storage.codec_json import PUBREL
 
 if TYPE_CHECKING:
@@ -91,7 +91,7 @@ def tenant_summary(per_client: DataFrame) -> DataFrame:
             F.sum("expiring").cast("long").alias("messages_expiring_soon"),
             count_if(F.col("pubrel") > 0).alias("sessions_waiting_on_pubrel"),
         )
-        .orderBy(F.col("messages").desc(), "tenant")
+        .transform(lambda frame: sorted_small(frame, F.col("messages").desc(), "tenant"))
     )
 
 

@@ -32,7 +32,7 @@ TENANTS: Final = "SELECT client_id, tenant FROM sessions"
 
 def _connect(path: Path) -> sqlite3.Connection:
     if not path.is_file():
-        raise ReportError(f"no SQLite database at {path} (give the broker's mqttq.db)")
+        raise ReportError(f"no SQLite database at {path} (the broker's is DATA_DIR/mqttq.sqlite3)")
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
         tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
