@@ -40,6 +40,19 @@ DEFAULT_RATE: Final = 100_000
 """Rows per second of `mqttq migrate pg-to-redis` on one host (docs/benchmarks.md)."""
 
 
+LARGEST_COLUMNS: Final = (
+    "client_id",
+    "rows",
+    "to_migrate",
+    "expired",
+    "trimmed",
+    "pubrel",
+    "wraps",
+    "payload_bytes",
+    "redis_bytes",
+)
+
+
 def entry_bytes(key_prefix_length: int) -> Column:
     """Estimated Redis memory of the entry a message row becomes (see the module doc)."""
     client = F.octet_length("client_id").cast("long")
@@ -143,7 +156,11 @@ def migration_plan_report(
         title=title,
         sections=[
             Section("summary", "totals", plan_summary(per_client, rows_per_s), SectionKind.SUMMARY),
-            Section("largest", f"the {top} largest clients", largest(per_client, "rows", top)),
+            Section(
+                "largest",
+                f"the {top} largest clients",
+                largest(per_client, "rows", top).select(*LARGEST_COLUMNS),
+            ),
             Section("histogram", "clients by rows", histogram(per_client, "rows")),
             Section("clients", "per client", per_client.orderBy("client_id"), SectionKind.DATA),
         ],

@@ -151,9 +151,7 @@ def cell(name: str, value: Any, duration: Callable[[float | None], str]) -> str:
 
 
 def _label(name: str) -> str:
-    return name.removesuffix("_s").removesuffix("_bytes").replace("_", " ") + (
-        " (bytes)" if name.endswith("_bytes") else ""
-    )
+    return name.removesuffix("_s").replace("_", " ")
 
 
 def print_report(report: Report, console: Console, duration: Callable[[float | None], str]) -> None:
