@@ -46,6 +46,10 @@ def print_report(report: MigrationReport, options: MigrationOptions, redis: str)
                 f"{report.sessions_written:,} written, {report.sessions_kept:,} existed",
             )
         )
+    if options.rejects_path is not None:
+        rows.append(
+            ("rejects file", f"{report.problems_total:,} problem(s) in {options.rejects_path}")
+        )
     rows.append(
         (
             "rows read",

@@ -21,6 +21,7 @@ again, so that the session records of clients written just before the kill are m
 from __future__ import annotations
 
 import asyncio
+import pickle
 import time
 import uuid
 from collections.abc import Sequence
@@ -39,7 +40,12 @@ from mqttq.migrate.sessions import SessionRecords
 from mqttq.migrate.source import PgSource
 from mqttq.migrate.state import SESSIONS_PHASE, Checkpoint, checkpoint_key
 from mqttq.migrate.verify import Verifier
-from mqttq.spark.migrate_partition import PartitionJob, PartitionResult, partition_checkpoint_key
+from mqttq.spark.migrate_partition import (
+    RESULT_SCHEMA,
+    PartitionJob,
+    PartitionResult,
+    partition_checkpoint_key,
+)
 from mqttq.spark.migrate_source import read_source
 from mqttq.spark.progress import stage_progress
 from mqttq.spark.session import SparkError, spark_error_line
@@ -135,11 +141,12 @@ class SparkMigration:
             )
             console = self.console or Console(stderr=True)
             with stage_progress(self.spark, console, "migrating", enabled=self.console is not None):
-                results = frame.rdd.mapPartitionsWithIndex(job).collect()
+                answers = frame.mapInArrow(job.arrow, RESULT_SCHEMA).collect()
         except SparkError:
             raise
         except Exception as exc:  # Py4J / PySpark errors: one line, no Java stack trace
             raise SparkError(f"the Spark migration failed: {spark_error_line(exc)}") from exc
+        results: list[PartitionResult] = [pickle.loads(row["result"]) for row in answers]
         return sorted(results, key=lambda result: result.index)
 
     def _redis(self) -> RedisWriter:

@@ -16,9 +16,10 @@ Nothing here imports pyspark or a PostgreSQL driver: the rows are plain tuples (
 from __future__ import annotations
 
 import asyncio
+import pickle
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from mqttq.migrate.batches import BatchWriter
 from mqttq.migrate.options import MigrationOptions
@@ -29,6 +30,9 @@ from mqttq.migrate.validate import Problem
 from mqttq.spark.migrate_source import KIND, MESSAGE_KIND, S_PACKET_ID, S_SERIAL
 
 Row = Sequence[Any]
+
+RESULT_SCHEMA: Final = "partition int, result binary"
+"""What `PartitionJob.arrow` yields: one row per partition, its pickled `PartitionResult`."""
 
 
 def partition_checkpoint_key(checkpoint: str, partitions: int, index: int) -> str:
@@ -88,6 +92,12 @@ def plans_of(rows: Iterable[Row], planner: Planner) -> Iterator[tuple[ClientPlan
         yield finish(), 0 if messages is None else messages.total
 
 
+def _arrow_rows(batches: Iterable[Any]) -> Iterator[tuple[Any, ...]]:
+    """The rows of Arrow record batches as tuples (binary columns as bytes)."""
+    for batch in batches:
+        yield from zip(*(column.to_pylist() for column in batch.columns), strict=True)
+
+
 class _Present:
     """The SessionSink of a partition: the ids go back to the driver."""
 
@@ -109,7 +119,23 @@ class PartitionJob:
     collect_present: bool
 
     def __call__(self, index: int, rows: Iterable[Row]) -> Iterator[PartitionResult]:
+        """For `RDD.mapPartitionsWithIndex` (rows as Spark `Row`s)."""
         yield asyncio.run(self.run(index, rows))
+
+    def arrow(self, batches: Iterable[Any]) -> Iterator[Any]:
+        """For `DataFrame.mapInArrow`: the partition's rows come as Arrow record batches
+        (columnar, ~10x cheaper to hand to Python than pickled `Row`s); the answer is one
+        record of `RESULT_SCHEMA`."""
+        import pyarrow as pa  # noqa: PLC0415 (on the executor)
+        from pyspark import TaskContext  # noqa: PLC0415
+
+        context = TaskContext.get()
+        index = 0 if context is None else context.partitionId()
+        result = asyncio.run(self.run(index, _arrow_rows(batches)))
+        yield pa.RecordBatch.from_pydict(
+            {"partition": [index], "result": [pickle.dumps(result)]},
+            schema=pa.schema([("partition", pa.int32()), ("result", pa.binary())]),
+        )
 
     async def run(self, index: int, rows: Iterable[Row]) -> PartitionResult:
         """Plan and write every client of `rows`; the partition's result."""
