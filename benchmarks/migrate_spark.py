@@ -13,7 +13,8 @@ redis-server each time:
 Measured per run: wall time (Spark's start included), the job's own time and rate (the
 report's `elapsed_s`: connect, read, plan, write; the JVM start excluded), and peak
 memory: the largest sum, over 0.2 s samples, of the RSS of every process of the run's
-tree (the Python driver, its JVM, executor JVMs, Python workers). Nothing is pinned: Spark
+tree (the Python driver, its JVM, executor JVMs, Python workers), and the CPU time of that
+tree (getrusage of the reaped children: Spark's start included; PostgreSQL and Redis not). Nothing is pinned: Spark
 needs both cores; the machine may be shared, so the load average is printed.
 
     python benchmarks/migrate_spark.py [--rows 1000000] [--clients 10000] [--runs 1]
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -75,6 +77,7 @@ class Run:
     rows: int
     migrated: int
     peak_mib: float
+    cpu_s: float
     load: str
 
     @property
@@ -103,6 +106,7 @@ def measure(engine: str, pg_url: str, partitions: int | None, workdir: Path) -> 
     try:
         load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
         started = time.monotonic()
+        cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         with tempfile.TemporaryFile() as errors:
             process = subprocess.Popen(
                 command(engine, pg_url, server.url, partitions),
@@ -123,6 +127,7 @@ def measure(engine: str, pg_url: str, partitions: int | None, workdir: Path) -> 
             assert process.stdout is not None
             out = process.stdout.read()
             process.wait()
+            cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
             done.set()
             sampler.join()
             wall = time.monotonic() - started
@@ -137,6 +142,9 @@ def measure(engine: str, pg_url: str, partitions: int | None, workdir: Path) -> 
             rows=report["rows_read"],
             migrated=report["messages"]["migrated"],
             peak_mib=peak / 2**20,
+            cpu_s=sum(
+                getattr(cpu_after, f) - getattr(cpu_before, f) for f in ("ru_utime", "ru_stime")
+            ),
             load=load,
         )
     finally:
@@ -159,8 +167,11 @@ def main() -> None:
         url = pg.create_database()
         load_s = generate(url, args.rows, args.clients, 64, 10)
         print(f"source: {args.rows:,} rows, {args.clients:,} clients (COPY {load_s:.1f} s)")
-        print("\n| engine | wall s | job s | rows/s (job) | rows/s (wall) | peak RSS MiB | load |")
-        print("|---|---|---|---|---|---|---|")
+        print(
+            "\n| engine | wall s | job s | rows/s (job) | rows/s (wall) | peak RSS MiB "
+            "| CPU µs/row | load |"
+        )
+        print("|---|---|---|---|---|---|---|---|")
         for _ in range(args.runs):
             for engine in engines:
                 run = measure(engine, url, args.partitions, workdir)
@@ -168,7 +179,7 @@ def main() -> None:
                 print(
                     f"| {run.engine} | {run.wall_s:.1f} | {run.job_s:.1f} | "
                     f"{run.job_rate:,.0f} | {run.wall_rate:,.0f} | {run.peak_mib:,.0f} | "
-                    f"{run.load} |",
+                    f"{run.cpu_s / run.rows * 1e6:.1f} | {run.load} |",
                     flush=True,
                 )
     finally:

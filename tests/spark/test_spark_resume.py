@@ -53,7 +53,7 @@ def test_kill_9_of_the_spark_driver_then_resume_writes_each_client_once(
     spark: SparkSession, postgres_url: str, redis_url: str, tmp_path: Path
 ) -> None:
     create_source(postgres_url)
-    clients = [f"k{n:04d}" for n in range(2000)]
+    clients = [f"k{n:04d}" for n in range(800)]
     rows = [MsgRow(c, s, packet_id=s, payload=f"{c}/{s}".encode()) for c in clients for s in (1, 2)]
     insert(postgres_url, rows, [SessionRow(c, 2, 2) for c in clients])
     args = ["--pg", postgres_url, "--redis", redis_url, "--batch-size", "16"]
@@ -110,5 +110,5 @@ def test_kill_9_of_the_spark_driver_then_resume_writes_each_client_once(
         ]
     assert migrate_json(*args, "--resume")["already_finished"] is True
     full = migrate_json(*args)
-    assert (full["clients"]["already_migrated"], full["clients"]["migrated"]) == (2000, 0)
+    assert (full["clients"]["already_migrated"], full["clients"]["migrated"]) == (800, 0)
     raw.close()
