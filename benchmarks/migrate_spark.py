@@ -14,8 +14,11 @@ Measured per run: wall time (Spark's start included), the job's own time and rat
 report's `elapsed_s`: connect, read, plan, write; the JVM start excluded), and peak
 memory: the largest sum, over 0.2 s samples, of the RSS of every process of the run's
 tree (the Python driver, its JVM, executor JVMs, Python workers), and the CPU time of that
-tree (getrusage of the reaped children: Spark's start included; PostgreSQL and Redis not). Nothing is pinned: Spark
-needs both cores; the machine may be shared, so the load average is printed.
+tree (getrusage of the reaped children: Spark's start included; PostgreSQL and Redis not),
+and PostgreSQL's CPU time (its postmaster's children: the backends that served the run).
+Nothing is pinned: Spark needs both cores; the machine may be shared, so the load average
+is printed. CPU per row is the figure to scale from on a shared machine: wall times move
+with the other load, CPU per row hardly does.
 
     python benchmarks/migrate_spark.py [--rows 1000000] [--clients 10000] [--runs 1]
         [--engines local,local[2],local-cluster[2,1,1024]] [--partitions N]
@@ -38,7 +41,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from migrate_pg_to_redis import generate  # noqa: E402 (the generator of the local benchmark)
+from migrate_pg_to_redis import (  # noqa: E402 (the local benchmark's generator and probes)
+    generate,
+    postmaster_pid,
+    process_cpu,
+)
 
 from tests.postgres_fixtures import PostgresServer  # noqa: E402 (the tests' launchers)
 from tests.services import RedisServer  # noqa: E402
@@ -78,6 +85,7 @@ class Run:
     migrated: int
     peak_mib: float
     cpu_s: float
+    postgres_cpu_s: float
     load: str
 
     @property
@@ -100,13 +108,16 @@ def command(engine: str, pg_url: str, redis_url: str, partitions: int | None) ->
     return base
 
 
-def measure(engine: str, pg_url: str, partitions: int | None, workdir: Path) -> Run:
+def measure(
+    engine: str, pg_url: str, postmaster: int, partitions: int | None, workdir: Path
+) -> Run:
     server = RedisServer(Path(tempfile.mkdtemp(prefix="redis-", dir=workdir)))
     server.start()
     try:
         load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
         started = time.monotonic()
         cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        postgres_before = process_cpu(postmaster)
         with tempfile.TemporaryFile() as errors:
             process = subprocess.Popen(
                 command(engine, pg_url, server.url, partitions),
@@ -128,6 +139,8 @@ def measure(engine: str, pg_url: str, partitions: int | None, workdir: Path) -> 
             out = process.stdout.read()
             process.wait()
             cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            time.sleep(0.2)  # the backends' exit reaches the postmaster's children times
+            postgres_cpu = process_cpu(postmaster) - postgres_before
             done.set()
             sampler.join()
             wall = time.monotonic() - started
@@ -145,6 +158,7 @@ def measure(engine: str, pg_url: str, partitions: int | None, workdir: Path) -> 
             cpu_s=sum(
                 getattr(cpu_after, f) - getattr(cpu_before, f) for f in ("ru_utime", "ru_stime")
             ),
+            postgres_cpu_s=postgres_cpu,
             load=load,
         )
     finally:
@@ -169,17 +183,18 @@ def main() -> None:
         print(f"source: {args.rows:,} rows, {args.clients:,} clients (COPY {load_s:.1f} s)")
         print(
             "\n| engine | wall s | job s | rows/s (job) | rows/s (wall) | peak RSS MiB "
-            "| CPU µs/row | load |"
+            "| CPU µs/row: migration / PostgreSQL | load |"
         )
         print("|---|---|---|---|---|---|---|---|")
         for _ in range(args.runs):
             for engine in engines:
-                run = measure(engine, url, args.partitions, workdir)
+                run = measure(engine, url, postmaster_pid(pg), args.partitions, workdir)
                 assert run.migrated == args.rows, run
                 print(
                     f"| {run.engine} | {run.wall_s:.1f} | {run.job_s:.1f} | "
                     f"{run.job_rate:,.0f} | {run.wall_rate:,.0f} | {run.peak_mib:,.0f} | "
-                    f"{run.cpu_s / run.rows * 1e6:.1f} | {run.load} |",
+                    f"{run.cpu_s / run.rows * 1e6:.1f} / {run.postgres_cpu_s / run.rows * 1e6:.1f} "
+                    f"| {run.load} |",
                     flush=True,
                 )
     finally:
