@@ -14,7 +14,8 @@ Measured per run: wall time (Spark's start included), the job's own time and rat
 report's `elapsed_s`: connect, read, plan, write; the JVM start excluded), and peak
 memory: the largest sum, over 0.2 s samples, of the RSS of every process of the run's
 tree (the Python driver, its JVM, executor JVMs, Python workers), and the CPU time of that
-tree (getrusage of the reaped children: Spark's start included; PostgreSQL and Redis not),
+tree (the last sample of each process's own time: Spark's start included, the last 0.2 s
+of a process missed; PostgreSQL and Redis not),
 and PostgreSQL's CPU time (its postmaster's children: the backends that served the run).
 Nothing is pinned: Spark needs both cores; the machine may be shared, so the load average
 is printed. CPU per row is the figure to scale from on a shared machine: wall times move
@@ -29,7 +30,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -53,10 +53,13 @@ from tests.services import RedisServer  # noqa: E402
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
-def tree_rss(root: int) -> int:
-    """Bytes of RSS of `root` and all its descendants (from /proc)."""
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def tree_usage(root: int) -> dict[int, tuple[int, float]]:
+    """Per process of `root`'s tree (from /proc): (RSS bytes, CPU seconds so far)."""
     children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
+    usage: dict[int, tuple[int, float]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -67,13 +70,14 @@ def tree_rss(root: int) -> int:
             continue
         pid = int(entry.name)
         children.setdefault(int(stat[1]), []).append(pid)
-        rss[pid] = int(statm[1]) * PAGE
-    total, todo = 0, [root]
+        usage[pid] = (int(statm[1]) * PAGE, (int(stat[11]) + int(stat[12])) / TICK)
+    found, todo = {}, [root]
     while todo:
         pid = todo.pop()
-        total += rss.get(pid, 0)
+        if pid in usage:
+            found[pid] = usage[pid]
         todo.extend(children.get(pid, []))
-    return total
+    return found
 
 
 @dataclass
@@ -116,7 +120,6 @@ def measure(
     try:
         load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
         started = time.monotonic()
-        cpu_before = resource.getrusage(resource.RUSAGE_CHILDREN)
         postgres_before = process_cpu(postmaster)
         with tempfile.TemporaryFile() as errors:
             process = subprocess.Popen(
@@ -126,19 +129,22 @@ def measure(
                 cwd=ROOT,
             )
             peak = 0
+            cpu: dict[int, float] = {}
             done = threading.Event()
 
             def sample() -> None:
                 nonlocal peak
                 while not done.wait(0.2):
-                    peak = max(peak, tree_rss(process.pid))
+                    usage = tree_usage(process.pid)
+                    peak = max(peak, sum(rss for rss, _ in usage.values()))
+                    for pid, (_, seconds) in usage.items():
+                        cpu[pid] = max(cpu.get(pid, 0.0), seconds)
 
             sampler = threading.Thread(target=sample, daemon=True)
             sampler.start()
             assert process.stdout is not None
             out = process.stdout.read()
             process.wait()
-            cpu_after = resource.getrusage(resource.RUSAGE_CHILDREN)
             time.sleep(0.2)  # the backends' exit reaches the postmaster's children times
             postgres_cpu = process_cpu(postmaster) - postgres_before
             done.set()
@@ -155,9 +161,7 @@ def measure(
             rows=report["rows_read"],
             migrated=report["messages"]["migrated"],
             peak_mib=peak / 2**20,
-            cpu_s=sum(
-                getattr(cpu_after, f) - getattr(cpu_before, f) for f in ("ru_utime", "ru_stime")
-            ),
+            cpu_s=sum(cpu.values()),
             postgres_cpu_s=postgres_cpu,
             load=load,
         )
