@@ -110,17 +110,14 @@ class _Present:
 
 @dataclass(frozen=True, slots=True)
 class PartitionJob:
-    """The function each partition runs (`mapPartitionsWithIndex`); pickled to executors."""
+    """What each partition runs (`arrow`, through `DataFrame.mapInArrow`); pickled to the
+    executors with its options."""
 
     options: MigrationOptions
     run_id: str
     checkpoint: str
     partitions: int
     collect_present: bool
-
-    def __call__(self, index: int, rows: Iterable[Row]) -> Iterator[PartitionResult]:
-        """For `RDD.mapPartitionsWithIndex` (rows as Spark `Row`s)."""
-        yield asyncio.run(self.run(index, rows))
 
     def arrow(self, batches: Iterable[Any]) -> Iterator[Any]:
         """For `DataFrame.mapInArrow`: the partition's rows come as Arrow record batches

@@ -14,6 +14,10 @@ exactly one partition; `sortWithinPartitions(client_id, kind, serial_number)` th
 each client's session row first and its messages in serial order (Spark sorts in memory,
 spilling to disk when a partition is larger than its memory: no shuffle).
 
+Each partition's query is its own transaction, so the partitions do not share one
+snapshot as the local engine's cursors do: migrate with TBMQ 1.x stopped (a migration of
+a source still being written misses the new rows with either engine).
+
 Both tables come through one query (`UNION ALL`, `kind` 0 for a session row, 1 for a
 message row), so one partition holds everything its clients need and a client without a
 message row is migrated like the local engine's session phase.
