@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the Debian packages the tests drive (mosquitto, mosquitto-clients, redis-server,
-# postgresql) and Java 17 for Spark (the `spark` extra).
+# postgresql, and Java 17 + Maven for Kafka and Spark: scripts/kafka-local.sh fetches Kafka's
+# jars from Maven Central with mvn).
 # Idempotent and quiet: nothing happens when they are present; otherwise one
 # `apt-get update` and one `apt-get install`, as root or through sudo.
 #
@@ -113,5 +114,6 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
         mosquitto_sub:mosquitto-clients \
         redis-server:redis-server \
         "$(postgres_initdb)":postgresql \
-        java:openjdk-17-jre-headless
+        java:openjdk-17-jre-headless \
+        mvn:maven
 fi

@@ -50,6 +50,10 @@ class SparkError(MqttqError):
     failed. The message is one line for the operator (the CLI prints it, exit non-zero)."""
 
 
+class SparkUsageError(SparkError):
+    """A `--master` or `--conf` value that cannot be right (the CLI exits 2, not 1)."""
+
+
 @dataclass(frozen=True)
 class SparkOptions:
     """How to reach Spark: the master URL, extra `--conf` pairs (applied last, so they win),
@@ -76,11 +80,26 @@ def parse_conf(values: list[str]) -> tuple[tuple[str, str], ...]:
         key, sep, setting = value.partition("=")
         key = key.strip()
         if not sep or not _CONF_KEY.match(key):
-            raise SparkError(
+            raise SparkUsageError(
                 f"bad --conf {value!r}: expected key=value, e.g. spark.executor.memory=2g"
             )
         pairs.append((key, setting))
     return tuple(pairs)
+
+
+_MASTER = re.compile(
+    r"^(local|local\[(\*|\d+)(,\d+)?\]|local-cluster\[\d+,\d+,\d+\]"
+    r"|spark://\S+|yarn|k8s://\S+)$"
+)
+
+
+def check_master(master: str) -> None:
+    """Raise `SparkUsageError` unless `master` has the form of a Spark master URL."""
+    if not _MASTER.match(master):
+        raise SparkUsageError(
+            f"bad --master {master!r}: expected local[*], local[N], spark://HOST:PORT, "
+            "yarn or k8s://https://HOST:PORT"
+        )
 
 
 def is_local_master(master: str) -> bool:
@@ -101,10 +120,15 @@ def build_session(options: SparkOptions) -> SparkSession:
 
     On a same-host master the Python workers run `sys.executable`; on any master but
     `local[...]` the mqttq package is shipped to the executors (`addPyFile`). A master or
-    conf Spark refuses raises `SparkError` with one line.
+    conf Spark refuses raises `SparkError` with one line. When this process already runs a
+    SparkContext, that one is returned (Spark allows one per process).
     """
     require_pyspark()
-    from pyspark.sql import SparkSession  # noqa: PLC0415 (pyspark is optional)
+    check_master(options.master)
+    from pyspark import SparkContext  # noqa: PLC0415 (pyspark is optional)
+    from pyspark.sql import SparkSession  # noqa: PLC0415
+
+    running = SparkContext._active_spark_context is not None
 
     builder = SparkSession.builder.master(options.master).appName(options.app_name)
     log_option = f"-Dlog4j2.configurationFile={LOG4J2_CONFIG.as_uri()}"
@@ -138,7 +162,7 @@ def build_session(options: SparkOptions) -> SparkSession:
         # PySpark starts Python workers with `sc.pythonExec` ($PYSPARK_PYTHON or python3),
         # not with spark.pyspark.python: make it this interpreter and its packages.
         spark.sparkContext.pythonExec = sys.executable
-    if not is_local_master(options.master):
+    if not running and not is_local_master(options.master):
         spark.sparkContext.addPyFile(str(package_zip()))
     return spark
 
@@ -167,6 +191,22 @@ def _jvm_output_to(path: Path) -> Iterator[None]:
         os.dup2(saved[1], 2)
         for fd in (*saved, log):
             os.close(fd)
+
+
+@contextmanager
+def spark_session(options: SparkOptions) -> Iterator[SparkSession]:
+    """`build_session(options)`, stopped at the end unless this process already had a
+    running SparkContext (then that one is used as it is, and left running)."""
+    require_pyspark()
+    from pyspark import SparkContext  # noqa: PLC0415 (pyspark is optional)
+
+    running = SparkContext._active_spark_context is not None
+    spark = build_session(options)
+    try:
+        yield spark
+    finally:
+        if not running:
+            spark.stop()
 
 
 def package_zip() -> Path:
@@ -212,6 +252,7 @@ def redact(url: str) -> str:
 
 
 _JAVA_EXCEPTION = re.compile(r"^(?:[a-z_$][\w$]*\.)+([A-Z][\w$]*(?:Exception|Error)):\s*")
+_PYTHON_RAISED = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Z]\w*(?:Error|Exception|Exit):\s")
 _NOISE = ("Traceback", "at ", "\tat ", "JVM stacktrace", "Caused by", "...")
 
 
@@ -220,6 +261,9 @@ def spark_error_line(exc: BaseException) -> str:
     not its stack trace; PySpark's error class prefix dropped), else `exc`'s own."""
     message = _java_root_message(exc) or str(exc)
     lines = [line.strip() for line in message.splitlines()]
+    raised = [line for line in lines if _PYTHON_RAISED.match(line)]
+    if "Traceback (most recent call last):" in lines and raised:
+        lines = raised[-1:]  # a Python worker's traceback: its last exception line
     wanted = [line for line in lines if line and not line.startswith(_NOISE)]
     text = wanted[0] if wanted else type(exc).__name__
     text = re.sub(r"^\[[A-Z_.]+\]\s*", "", text)

@@ -1,9 +1,10 @@
 """Extract: TBMQ 1.x's two tables in PostgreSQL as DataFrames, read over JDBC.
 
 The message table is read in `partitions` JDBC queries split by a hash of client_id
-(`hashtext`), so every client's rows are in one partition and the executors read in
-parallel. Payloads never leave PostgreSQL: the query sends their lengths (and those of the
-other variable columns) instead, which is all the reports need.
+(the migration's own `migrate_source.predicates`), so every client's rows are in one
+partition and the executors read in parallel. Payloads never leave PostgreSQL: the query
+sends their lengths (and those of the other variable columns) instead, which is all the
+reports need.
 
 Before Spark is asked, the driver checks with psycopg that the database answers and has
 both tables, and that the source holds something: these fail with one clear line, not with
@@ -65,17 +66,14 @@ def check_source(url: str) -> None:
 
 
 def _read(spark: SparkSession, url: str, columns: str, table: str, partitions: int) -> DataFrame:
+    from mqttq.spark.migrate_source import FETCH_SIZE, predicates  # noqa: PLC0415
     from mqttq.spark.session import jdbc_options  # noqa: PLC0415
 
     options = jdbc_options(url)
     jdbc_url = options.pop("url")
-    predicates = [
-        f"(hashtext(client_id) & 2147483647) % {partitions} = {i}" for i in range(partitions)
-    ]
+    options["fetchsize"] = str(FETCH_SIZE)
     query = f"(SELECT {columns} FROM {table}) AS t"
-    return spark.read.jdbc(
-        jdbc_url, query, predicates=predicates, properties={**options, "fetchsize": "10000"}
-    )
+    return spark.read.jdbc(jdbc_url, query, predicates=predicates(partitions), properties=options)
 
 
 def read_messages(spark: SparkSession, url: str, partitions: int) -> DataFrame:
