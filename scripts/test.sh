@@ -11,7 +11,7 @@ cd "$ROOT"
 source "$ROOT/scripts/run-local.sh"
 
 "$ROOT/scripts/install-services.sh"
-ensure_venv test
+ensure_venv test,spark
 # Kafka's jars from Maven Central, once (cached outside the tree): the Kafka tests start nodes
 # with scripts/kafka-local.sh, and the first start should not spend a test's time fetching.
 "$ROOT/scripts/kafka-local.sh" fetch

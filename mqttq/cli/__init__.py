@@ -10,6 +10,7 @@ from mqttq import __version__
 from mqttq.cli.bench import bench_app
 from mqttq.cli.credentials import credentials_app
 from mqttq.cli.migrate import migrate_app
+from mqttq.cli.report import report_app
 from mqttq.cli.serve import SERVE_HELP, serve
 from mqttq.cli.session import session_app
 from mqttq.cli.tenant import tenant_app
@@ -26,6 +27,7 @@ app.command("serve", help=SERVE_HELP)(serve)
 app.add_typer(bench_app, name="bench")
 app.add_typer(session_app, name="session")
 app.add_typer(migrate_app, name="migrate")
+app.add_typer(report_app, name="report")
 app.add_typer(tenant_app, name="tenant")
 app.add_typer(credentials_app, name="credentials")
 

@@ -33,10 +33,20 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
-from rich.table import Table
 from rich.text import Text
 
 from mqttq.cli.errors import EXIT_CONFIG, EXIT_FAILURE, print_error
+from mqttq.cli.migrate_report import print_report
+from mqttq.cli.migrate_spark import (
+    ConfOption,
+    Engine,
+    EngineOption,
+    MasterOption,
+    PartitionsOption,
+    UiOption,
+    run_spark,
+    spark_only_options,
+)
 from mqttq.cli.session import ClusterOption, ConfigOption, PrefixOption, RedisOption, resolve_target
 
 if TYPE_CHECKING:
@@ -46,8 +56,6 @@ CRASH_AFTER_ENV: Final = "MQTTQ_TEST_MIGRATE_CRASH_AFTER"
 """Tests only: exit at once (status 75, like a kill -9) once this many clients are in Redis,
 before their batch's session records and checkpoint are written."""
 CRASH_STATUS: Final = 75
-SHOWN: Final = 20
-"""Problems, conflicts and differences printed in the table output (--json has more)."""
 
 migrate_app = typer.Typer(
     name="migrate",
@@ -256,6 +264,20 @@ def pg_to_redis_command(
             help="Session expiry interval of those records (default: never).",
         ),
     ] = 0xFFFFFFFF,
+    rejects: Annotated[
+        Path | None,
+        typer.Option(
+            "--rejects",
+            metavar="PATH",
+            help="Write every rejected row's problem to PATH: Parquet when it ends in "
+            ".parquet, else CSV.",
+        ),
+    ] = None,
+    engine: EngineOption = Engine.LOCAL,
+    master: MasterOption = None,
+    conf: ConfOption = None,
+    ui: UiOption = False,
+    partitions: PartitionsOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Move every persistent DEVICE session from TBMQ 1.x's PostgreSQL into Redis.
@@ -273,6 +295,11 @@ def pg_to_redis_command(
     reconnects without a session record there gets a new session, whose queue the broker
     clears. Give --sessions-to the broker's data dir (with the broker stopped) so that it
     resumes the migrated sessions.
+
+    --engine spark runs the same migration as a Spark job (--master, default local[*]):
+    the source is read in --partitions partitions by a hash of the client id, and each
+    partition is planned and written by an executor with the same rules, script and
+    markers. Same result in Redis, key by key.
     """
     from mqttq.cli.serve import SQLITE_FILE_NAME  # noqa: PLC0415
     from mqttq.migrate import MigrateError, MigrationOptions, OnConflict  # noqa: PLC0415
@@ -294,15 +321,35 @@ def pg_to_redis_command(
         resume=resume,
         sessions_db=None if sessions_to is None else sessions_to / SQLITE_FILE_NAME,
         session_expiry_interval=session_expiry,
+        rejects_path=rejects,
     )
     try:
         options.check()
     except ValueError as exc:
         _fail(str(exc), EXIT_CONFIG)
+    spark_only = spark_only_options(master, conf, ui, partitions)
+    if engine is Engine.LOCAL and spark_only:
+        _fail(f"{', '.join(spark_only)}: only with --engine spark", EXIT_CONFIG)
+    if partitions is not None and partitions < 1:
+        _fail(f"--partitions {partitions}: must be at least 1", EXIT_CONFIG)
     err = Console(stderr=True)
     show_bar = err.is_terminal and not as_json
+    from mqttq.spark.session import SparkError, SparkUsageError  # noqa: PLC0415 (no pyspark)
+
     try:
-        report = _run(options, err if show_bar else None)
+        if engine is Engine.SPARK:
+            report = run_spark(
+                options,
+                master=master,
+                conf=conf,
+                ui=ui,
+                partitions=partitions,
+                bar_console=err if show_bar else None,
+            )
+        else:
+            report = _run(options, err if show_bar else None)
+    except SparkError as exc:
+        _fail(str(exc), EXIT_CONFIG if isinstance(exc, SparkUsageError) else EXIT_FAILURE)
     except MigrateError as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
@@ -310,7 +357,7 @@ def pg_to_redis_command(
     if as_json:
         sys.stdout.write(json.dumps(report.to_json(), ensure_ascii=False) + "\n")
     else:
-        _print_report(report, options, target.describe())
+        print_report(report, options, target.describe())
     _exit_status(report, allow_rejects)
 
 
@@ -350,77 +397,6 @@ def _exit_status(report: MigrationReport, allow_rejects: bool) -> None:
         problems.append(f"{report.verify.clients_different} client(s) differ in Redis")
     if problems:
         _fail("; ".join(problems))
-
-
-def _print_report(report: MigrationReport, options: MigrationOptions, redis: str) -> None:
-    console = Console(highlight=False)
-    verb = "would be " if report.dry_run else ""
-    title = f"pg-to-redis{' (dry run)' if report.dry_run else ''} -> {redis}"
-    table = Table("", "count", title=title, title_justify="left", show_header=False)
-    rows: list[tuple[str, str]] = []
-    if report.resumed_after:
-        rows.append(("resumed after", report.resumed_after))
-    if report.already_finished:
-        rows.append(("already finished", "a previous run completed: nothing to resume"))
-    replaced = f" ({report.clients_replaced:,} replaced)" if report.clients_replaced else ""
-    by_reason = ", ".join(f"{k} {v:,}" for k, v in sorted(report.rejected_by_reason.items()))
-    rows += [
-        ("clients seen", f"{report.clients_seen:,}"),
-        (f"clients {verb}migrated", f"{report.clients_migrated:,}{replaced}"),
-        ("clients already migrated", f"{report.clients_already:,}"),
-        ("clients skipped (in Redis)", f"{report.clients_skipped:,}"),
-        ("clients in conflict", f"{report.conflicts_total:,}"),
-        ("clients rejected", f"{report.clients_rejected:,}"),
-        (f"messages {verb}migrated", f"{report.messages_migrated:,}"),
-        ("messages skipped (expired)", f"{report.messages_expired:,}"),
-        (f"messages trimmed (over --limit {options.limit})", f"{report.messages_trimmed:,}"),
-        ("live messages not written", f"{report.messages_not_written:,}"),
-        ("rows rejected", f"{report.rows_rejected:,}" + (f" ({by_reason})" if by_reason else "")),
-    ]
-    if options.sessions_db is not None and not report.dry_run:
-        rows.append(
-            (
-                "session records",
-                f"{report.sessions_written:,} written, {report.sessions_kept:,} existed",
-            )
-        )
-    rows.append(
-        (
-            "rows read",
-            f"{report.rows_read:,} in {report.elapsed_s:.1f} s ({report.rows_per_s:,.0f} rows/s)",
-        )
-    )
-    for name, value in rows:
-        table.add_row(name, value)
-    console.print(table)
-    if report.problems:
-        problems = Table("client id", "serial", "reason", "detail", title="rejected rows")
-        for problem in report.problems[:SHOWN]:
-            serial = "-" if problem.serial_number is None else str(problem.serial_number)
-            problems.add_row(problem.client_id, serial, problem.reason.value, problem.detail)
-        console.print(problems)
-        _more(console, report.problems_total, SHOWN)
-    if report.conflicts:
-        console.print("client ids already in Redis: " + ", ".join(report.conflicts[:SHOWN]))
-        _more(console, report.conflicts_total, SHOWN)
-    verify = report.verify
-    if verify is not None:
-        console.print(
-            f"verify: {verify.clients_checked:,} clients, {verify.clients_equal:,} equal, "
-            f"{verify.clients_different:,} different, {verify.clients_not_compared:,} not "
-            f"compared; {verify.messages_checked:,} messages"
-        )
-        if verify.differences:
-            differences = Table("client id", "difference", title="differences")
-            for item in verify.differences[:SHOWN]:
-                differences.add_row(item["client_id"], item["difference"])
-            console.print(differences)
-            _more(console, verify.clients_different, SHOWN)
-
-
-def _more(console: Console, total: int, shown: int) -> None:
-    if total > shown:
-        console.print(f"... and {total - shown:,} more (--json lists up to 1,000)")
 
 
 if __name__ == "__main__":

@@ -105,6 +105,15 @@ class MigrationReport:
         if len(self.conflicts) < MAX_LISTED:
             self.conflicts.append(client_id)
 
+    def merge(self, other: MigrationReport) -> None:
+        """Add the counts and lists of `other` (a part of the same run, e.g. one Spark
+        partition) to this report."""
+        for name in _SUMMED:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.rejected_by_reason.update(other.rejected_by_reason)
+        self.problems.extend(other.problems[: MAX_LISTED - len(self.problems)])
+        self.conflicts.extend(other.conflicts[: MAX_LISTED - len(self.conflicts)])
+
     @property
     def rows_per_s(self) -> float:
         return self.rows_read / self.elapsed_s if self.elapsed_s > 0 else 0.0
@@ -145,3 +154,23 @@ class MigrationReport:
             "rows_per_s": round(self.rows_per_s, 1),
             "verify": None if self.verify is None else self.verify.to_json(),
         }
+
+
+_SUMMED: Final = (
+    "rows_read",
+    "clients_seen",
+    "clients_migrated",
+    "clients_replaced",
+    "clients_already",
+    "clients_skipped",
+    "clients_rejected",
+    "messages_migrated",
+    "messages_expired",
+    "messages_trimmed",
+    "messages_not_written",
+    "rows_rejected",
+    "problems_total",
+    "conflicts_total",
+    "sessions_written",
+    "sessions_kept",
+)
