@@ -72,10 +72,17 @@ def test_a_java_failure_is_one_line(spark: SparkSession) -> None:
 
 
 def test_stage_progress_draws_tasks_on_a_terminal_only(spark: SparkSession) -> None:
+    # Nested, so cloudpickle ships it by value: the executors cannot import `tests`.
+    def slow(value: int) -> int:
+        import time  # noqa: PLC0415 (runs on the executor)
+
+        time.sleep(1)
+        return value
+
     terminal = io.StringIO()
     console = Console(file=terminal, force_terminal=True, width=100)
     with stage_progress(spark, console, "counting"):
-        assert spark.sparkContext.parallelize(range(4), 4).map(_slow).sum() == 6
+        assert spark.sparkContext.parallelize(range(4), 4).map(slow).sum() == 6
     assert "counting" in terminal.getvalue()
     assert "tasks" in terminal.getvalue()
 
@@ -83,10 +90,3 @@ def test_stage_progress_draws_tasks_on_a_terminal_only(spark: SparkSession) -> N
     with stage_progress(spark, Console(file=piped, force_terminal=False), "counting"):
         spark.sparkContext.parallelize(range(2), 2).count()
     assert piped.getvalue() == ""
-
-
-def _slow(value: int) -> int:
-    import time  # noqa: PLC0415 (runs on the executor)
-
-    time.sleep(1)
-    return value
