@@ -66,43 +66,15 @@ def test_a_will_of_a_client_connected_at_a_crash_is_published(
 
 
 @pytest.mark.parametrize("level", [4, 5])
-def test_qos2_publish_resent_after_a_restart_is_not_routed_twice(
-    broker: BrokerUnderTest, clients: Clients, level: int
+@pytest.mark.parametrize("down", ["disconnect_then_restart", "kill9_while_connected"])
+def test_qos2_publish_resent_after_the_broker_went_down_is_not_routed_twice(
+    broker: BrokerUnderTest, clients: Clients, level: int, down: str
 ) -> None:
-    """PUBREC sent, PUBREL not yet: the id stays a duplicate after a graceful restart
-    [MQTT-4.3.3-10]; the subscriber gets one copy."""
-    v5 = level == 5
-    props = PERSISTENT if v5 else []
-    subscriber = clients.raw(broker)
-    subscriber.connect("sub", clean=False, props=PERSISTENT)
-    subscriber.subscribe(("exactly/once", 2))
-    subscriber.disconnect()
-    publisher = clients.raw(broker)
-    publisher.connect("pub", level=level, clean=False, props=props)
-    publisher.send(publish_packet("exactly/once", b"one", v5=v5, qos=2, packet_id=7))
-    assert publisher.wait_packet(PUBREC, packet_id=7).packet_id == 7
-    publisher.disconnect()
-    broker.restart()
-    again = clients.raw(broker)
-    assert again.connect("pub", level=level, clean=False, props=props).session_present
-    again.send(publish_packet("exactly/once", b"one", v5=v5, qos=2, packet_id=7, dup=True))
-    again.wait_packet(PUBREC, packet_id=7)
-    again.send(ack_packet(PUBREL, 7, v5=v5))
-    again.wait_packet(PUBCOMP, packet_id=7)
-    reader = clients.raw(broker)
-    reader.connect("sub", clean=False, props=PERSISTENT)
-    messages = reader.receive_messages(1)
-    assert [(m.type, m.payload) for m in messages] == [(PUBLISH, b"one")]
-    reader.expect_silence(0.5)
-
-
-@pytest.mark.parametrize("level", [4, 5])
-def test_qos2_publish_resent_after_kill9_while_connected_is_not_routed_twice(
-    broker: BrokerUnderTest, clients: Clients, level: int
-) -> None:
-    """PUBREC received, then the broker is killed (no disconnect, nothing flushed at
-    shutdown): the id was stored before the PUBREC went out, so the re-sent PUBLISH is
-    a duplicate after the restart [MQTT-4.3.3-10]; the subscriber gets one copy."""
+    """PUBREC received, PUBREL not yet, then a graceful restart after the publisher's
+    disconnect, or a kill -9 while it is connected (nothing flushed at shutdown: the id
+    was stored before the PUBREC went out). Either way the re-sent PUBLISH is a duplicate
+    [MQTT-4.3.3-10] and the subscriber gets one copy; once the flow ended the id is free
+    again and a new message with it is routed."""
     v5 = level == 5
     props = PERSISTENT if v5 else []
     subscriber = clients.raw(broker)
@@ -113,14 +85,17 @@ def test_qos2_publish_resent_after_kill9_while_connected_is_not_routed_twice(
     publisher.connect("pub", level=level, clean=False, props=props)
     publisher.send(publish_packet("exactly/once", b"one", v5=v5, qos=2, packet_id=9))
     assert publisher.wait_packet(PUBREC, packet_id=9).packet_id == 9
-    broker.kill9()
+    if down == "kill9_while_connected":
+        broker.kill9()
+    else:
+        publisher.disconnect()
+        broker.restart()
     again = clients.raw(broker)
     assert again.connect("pub", level=level, clean=False, props=props).session_present
     again.send(publish_packet("exactly/once", b"one", v5=v5, qos=2, packet_id=9, dup=True))
     again.wait_packet(PUBREC, packet_id=9)
     again.send(ack_packet(PUBREL, 9, v5=v5))
     again.wait_packet(PUBCOMP, packet_id=9)
-    # A new message after the flow ended is routed (the id was released).
     again.send(publish_packet("exactly/once", b"two", v5=v5, qos=2, packet_id=9))
     again.wait_packet(PUBREC, packet_id=9)
     again.send(ack_packet(PUBREL, 9, v5=v5))
