@@ -11,257 +11,69 @@ import difflib
 import math
 import tomllib
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Final, get_type_hints
 
 from mqttq.auth.rules import AclRule, parse_rule
 from mqttq.errors import ConfigError
 from mqttq.limits.quota import Quota
+from mqttq.settings import (
+    AdminSettings,
+    AuthSettings,
+    ClusterSettings,
+    KafkaApplicationSettings,
+    KafkaSettings,
+    ListenerSettings,
+    LogSettings,
+    MqttLimitSettings,
+    MqttSettings,
+    PostgresSettings,
+    RedisSettings,
+    Settings,
+    StorageSettings,
+    TlsListenerSettings,
+    WsListenerSettings,
+    WssListenerSettings,
+)
 
-
-@dataclass(frozen=True, slots=True)
-class TlsListenerSettings:
-    """`[listener.tls]`: MQTT over TLS; off unless the table is present."""
-
-    enabled: bool = False
-    """True when the table is present in the file (or set explicitly)."""
-    port: int = 8883
-    certfile: str = ""
-    """PEM file of the server certificate (and its chain)."""
-    keyfile: str = ""
-    """PEM file of the server's private key."""
-    cafile: str = ""
-    """Set: clients must present a certificate signed by one of these CAs (mTLS)."""
-    min_version: str = "1.2"
-    """Oldest TLS version accepted: 1.2 | 1.3."""
-    identity_as_username: bool = False
-    """True: the client certificate's CN is the user name (needs cafile)."""
-
-
-@dataclass(frozen=True, slots=True)
-class WsListenerSettings:
-    """`[listener.ws]`: MQTT over WebSocket (RFC 6455, subprotocol `mqtt`); off unless
-    the table is present."""
-
-    enabled: bool = False
-    port: int = 8083
-    path: str = "/mqtt"
-
-
-@dataclass(frozen=True, slots=True)
-class WssListenerSettings:
-    """`[listener.wss]`: MQTT over WebSocket over TLS: the `[listener.tls]` keys plus
-    `path`; off unless the table is present."""
-
-    enabled: bool = False
-    port: int = 8084
-    path: str = "/mqtt"
-    certfile: str = ""
-    keyfile: str = ""
-    cafile: str = ""
-    min_version: str = "1.2"
-    identity_as_username: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ListenerSettings:
-    """`[listener]`: the MQTT TCP listener, and the TLS and WebSocket ones beside it
-    (`[listener.tls]`, `[listener.ws]`, `[listener.wss]`, all on `host`)."""
-
-    host: str = "127.0.0.1"
-    port: int = 1883
-    tls: TlsListenerSettings = field(default_factory=TlsListenerSettings)
-    ws: WsListenerSettings = field(default_factory=WsListenerSettings)
-    wss: WssListenerSettings = field(default_factory=WssListenerSettings)
-
-
-@dataclass(frozen=True, slots=True)
-class MqttSettings:
-    """`[mqtt]`: protocol limits and the capabilities advertised in CONNACK."""
-
-    max_keep_alive: int = 600
-    """Server keep alive cap in seconds; a larger (or 0) client value is replaced (5.0)."""
-    receive_maximum: int = 1024
-    """Server Receive Maximum: QoS>0 PUBLISHes a client may have unacknowledged."""
-    max_packet_size: int = 1_048_576
-    """Largest packet accepted from a client (bytes, whole packet)."""
-    topic_alias_maximum: int = 64
-    """Topic aliases a 5.0 client may use towards the broker; 0 disables."""
-    maximum_qos: int = 2
-    retain_available: bool = True
-    wildcard_subscription_available: bool = True
-    shared_subscription_available: bool = True
-    subscription_identifier_available: bool = True
-    max_queued_messages: int = 10_000
-    """Per-session limit of the persistent queue."""
-    queue_full_policy: str = "drop_oldest"
-    """drop_oldest | reject_new (see storage.ports.QueueFullPolicy)."""
-    queue_qos0: bool = False
-    """Also queue QoS 0 messages for offline persistent sessions."""
-    connect_timeout: float = 10.0
-    """Seconds a new TCP connection has to send CONNECT."""
-    max_session_expiry_interval: int = 0xFFFFFFFF
-    """Cap on the Session Expiry Interval a client asks for (seconds)."""
-    max_client_id_length: int = 65535
-    allow_empty_client_id: bool = True
-    """Assign an id to a client that sends none (5.0, and 3.1.1 with clean session)."""
-
-
-@dataclass(frozen=True, slots=True)
-class StorageSettings:
-    """`[storage]`: where sessions, retained messages and queues live."""
-
-    data_dir: Path = field(default_factory=lambda: Path("mqttq-data"))
-    backend: str = "sqlite"
-    """sqlite (durable, default) | memory (nothing survives a restart)."""
-    commit_interval_ms: float = 2.0
-    """Group commit: how long the writer waits to gather more writes into one commit."""
-    device: str = "sqlite"
-    """Where DEVICE clients' offline queues live: sqlite (the backend above) | redis."""
-    log: str = "none"
-    """none (embedded: routing in-process) | kafka (every PUBLISH goes through
-    `<kafka.topic_prefix>msg.all`; needs `kafka.bootstrap_servers`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class RedisSettings:
-    """`[redis]`: the Redis (or Redis Cluster) holding DEVICE queues when
-    `storage.device = "redis"`, in TBMQ 2.x's key layout."""
-
-    url: str = "redis://127.0.0.1:6379/0"
-    cluster: bool = False
-    """True when `url` names one node of a Redis Cluster."""
-    key_prefix: str = ""
-    default_ttl: int = 604_800
-    """Seconds a queued message lives when it carries no Message Expiry Interval (7 days)."""
-    pipelining: bool = True
-    """Pipeline commands of many sessions; false makes one round trip per command."""
-    flush_commands: int = 5
-    """With pipelining: flush after this many commands..."""
-    flush_interval_ms: float = 3.0
-    """...or after this many milliseconds, whichever comes first."""
-
-
-@dataclass(frozen=True, slots=True)
-class KafkaApplicationSettings:
-    """`[kafka.application]`: APPLICATION clients' Kafka topics and consumers."""
-
-    max_poll_records: int = 200
-    """Records polled, delivered and acknowledged as one pack."""
-    pack_timeout_ms: int = 20_000
-    """How long a pack waits for every PUBACK / PUBCOMP before the ack strategy applies."""
-    ack_strategy: str = "retry_all"
-    """retry_all (re-send the unacknowledged with DUP=1) | skip_all (commit past them,
-    counted in /metrics and logged with their offsets)."""
-    retries: int = 3
-    """retry_all: re-sends of a pack before it is skipped; 0 = no limit."""
-    topic_retention_ms: int = 604_800_000
-    """retention.ms of `msg.app.<client_id>` topics (7 days)."""
-    topic_segment_bytes: int = 26_214_400
-    """segment.bytes of `msg.app.*` topics."""
-    shared_topic_partitions: int = 12
-    """Partitions of `msg.app.shared.<filter>` topics."""
-    high_watermark: int = 1_310_720
-    """Socket write buffer bytes above which a client's consumers pause (1280 KB)."""
-    low_watermark: int = 655_360
-    """...and below which they resume (640 KB)."""
-    flush_every: int = 10
-    """Deliveries written before the socket is flushed; 1 = write-and-flush."""
-
-
-@dataclass(frozen=True, slots=True)
-class KafkaSettings:
-    """`[kafka]`: the Apache Kafka of the distributed mode (`storage.log = "kafka"`)."""
-
-    bootstrap_servers: str = ""
-    """host:port[,host:port...] of the Kafka brokers."""
-    topic_prefix: str = "tbmq."
-    """Every topic mqttq uses starts with it (`tbmq.msg.all`)."""
-    produce_timeout_ms: int = 10_000
-    """librdkafka delivery.timeout.ms: a produce not acknowledged in this time fails (the
-    publisher is refused) instead of waiting for Kafka forever."""
-    msg_all_partitions: int = 12
-    """Partitions of `<prefix>msg.all` when mqttq creates it."""
-    application: KafkaApplicationSettings = field(default_factory=KafkaApplicationSettings)
-
-
-@dataclass(frozen=True, slots=True)
-class LogSettings:
-    """`[log]`: structured logs on stderr."""
-
-    level: str = "warning"
-    format: str = "json"
-    """json | text."""
-
-
-@dataclass(frozen=True, slots=True)
-class AuthSettings:
-    """`[auth]`: who may connect, and where credentials and tenants are stored."""
-
-    anonymous: str = "loopback"
-    """always | loopback (only connections to a loopback address) | never."""
-    store: str = "sqlite"
-    """sqlite (auth.db in the data dir) | postgres ([postgres] url)."""
-    anonymous_acl: tuple[AclRule, ...] = ()
-    """`[[auth.anonymous_acl]]` rules for clients without credentials (first match wins,
-    no match: denied); none: anonymous clients are unrestricted."""
-
-
-@dataclass(frozen=True, slots=True)
-class PostgresSettings:
-    """`[postgres]`: the PostgreSQL of the distributed setup (credentials, tenants)."""
-
-    url: str = ""
-    """postgresql://user:password@host:port/dbname (libpq URL)."""
-
-
-@dataclass(frozen=True, slots=True)
-class AdminSettings:
-    """`[admin]`: the admin HTTP API (health, /metrics, sessions, tenants, credentials)."""
-
-    enabled: bool = True
-    host: str = "127.0.0.1"
-    port: int = 18083
-    required: bool = False
-    """False: when the port is taken, the broker starts anyway with the admin API off (and
-    a warning); true: that is a start-up error."""
-    token: str = ""
-    """Bearer token; empty: generated once into <data_dir>/admin-token (mode 0600)."""
-    max_request_rate: float = 50.0
-    """Requests per second per route (URI pattern); excess waits, then gets 429."""
-
-
-@dataclass(frozen=True, slots=True)
-class MqttLimitSettings:
-    """`[mqtt_limit]`: how rate limits behave; `[mqtt_limit.cluster]` holds the node layer
-    and `[mqtt_limit.tenant]` the quota of tenants without one of their own."""
-
-    rate_wait_ms: float = 1000.0
-    """Longest a PUBLISH or CONNECT waits for a token before it is refused."""
-    burst_seconds: float = 1.0
-    """Bucket size, in seconds of rate: a limit of r/s admits bursts of r x this."""
-    max_tcp_connection_rate: float = 10_000.0
-    """New TCP connections per second, checked before any MQTT parsing."""
-    cluster: Quota = field(default_factory=Quota)
-    tenant: Quota = field(default_factory=Quota)
-
-
-@dataclass(frozen=True, slots=True)
-class Settings:
-    """Every setting of one broker process; built by `load_settings`, never mutated."""
-
-    listener: ListenerSettings = field(default_factory=ListenerSettings)
-    mqtt: MqttSettings = field(default_factory=MqttSettings)
-    storage: StorageSettings = field(default_factory=StorageSettings)
-    redis: RedisSettings = field(default_factory=RedisSettings)
-    kafka: KafkaSettings = field(default_factory=KafkaSettings)
-    log: LogSettings = field(default_factory=LogSettings)
-    auth: AuthSettings = field(default_factory=AuthSettings)
-    postgres: PostgresSettings = field(default_factory=PostgresSettings)
-    admin: AdminSettings = field(default_factory=AdminSettings)
-    mqtt_limit: MqttLimitSettings = field(default_factory=MqttLimitSettings)
-
+__all__ = [
+    "ACK_STRATEGIES",
+    "ANONYMOUS_MODES",
+    "AUTH_STORES",
+    "DEVICE_STORES",
+    "ENV_PREFIX",
+    "LOG_FORMATS",
+    "LOG_LEVELS",
+    "MAX_PACKET_SIZE_LIMIT",
+    "MESSAGE_LOGS",
+    "OPTIONAL_LISTENERS",
+    "QUEUE_FULL_POLICIES",
+    "STORAGE_BACKENDS",
+    "TLS_LISTENERS",
+    "TLS_VERSIONS",
+    "AdminSettings",
+    "AuthSettings",
+    "ClusterSettings",
+    "ConfigFileError",
+    "KafkaApplicationSettings",
+    "KafkaSettings",
+    "ListenerSettings",
+    "LogSettings",
+    "MqttLimitSettings",
+    "MqttSettings",
+    "PostgresSettings",
+    "RedisSettings",
+    "Settings",
+    "StorageSettings",
+    "TlsListenerSettings",
+    "WsListenerSettings",
+    "WssListenerSettings",
+    "env_var_name",
+    "iter_keys",
+    "load_settings",
+    "parse_settings",
+]
 
 # --- loading and validation -------------------------------------------------------------
 
@@ -293,6 +105,7 @@ _SECTIONS: Final[dict[str, type]] = {
     "redis": RedisSettings,
     "kafka": KafkaSettings,
     "kafka.application": KafkaApplicationSettings,
+    "cluster": ClusterSettings,
     "log": LogSettings,
     "auth": AuthSettings,
     "postgres": PostgresSettings,
@@ -419,6 +232,7 @@ def parse_settings(
         kafka=KafkaSettings(
             **values["kafka"], application=KafkaApplicationSettings(**values["kafka.application"])
         ),
+        cluster=ClusterSettings(**values["cluster"]),
         log=LogSettings(**values["log"]),
         auth=AuthSettings(**values["auth"]),
         postgres=PostgresSettings(**values["postgres"]),
@@ -723,6 +537,16 @@ def _kafka_topic_prefix(value: Any) -> str | None:
     return None
 
 
+def _node_id(value: Any) -> str | None:
+    # It names Kafka topics (`<prefix>msg.downlink.basic.<node_id>`): the same characters.
+    bad = sorted(set(str(value)) - _KAFKA_TOPIC_CHARS)
+    if bad:
+        return f"may hold only letters, digits, '.', '_' and '-', got {value!r}"
+    if len(str(value)) > 64:
+        return f"must be at most 64 characters, got {len(str(value))}"
+    return None
+
+
 def _kafka_retention(value: Any) -> str | None:
     return None if value == -1 or value > 0 else f"must be -1 (forever) or > 0, got {value}"
 
@@ -775,6 +599,8 @@ _CHECKS: Final[dict[str, Callable[[Any], str | None]]] = {
     "kafka.application.high_watermark": _positive,
     "kafka.application.low_watermark": _not_negative,
     "kafka.application.flush_every": _in_range(1, 100_000),
+    "cluster.node_id": _node_id,
+    "cluster.heartbeat_interval_ms": _in_range(100, 600_000),
     "log.level": _one_of(*LOG_LEVELS),
     "log.format": _one_of(*LOG_FORMATS),
     "auth.anonymous": _one_of(*ANONYMOUS_MODES),
