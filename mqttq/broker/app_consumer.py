@@ -1,6 +1,11 @@
-"""The pack loop of one Kafka consumer of an APPLICATION client (seed 002): poll up to
-max_poll_records, deliver, wait for every acknowledgement up to pack_timeout, apply the ack
-strategy, commit; the sans-I/O `PackProcessor` decides what goes on the wire.
+"""The pack loop of one Kafka consumer of an APPLICATION client (seed 002): poll packs of up
+to max_poll_records, deliver, wait for every acknowledgement up to pack_timeout, apply the
+ack strategy, commit; the sans-I/O `PackProcessor` decides what goes on the wire.
+
+Up to `_PACKS_IN_FLIGHT` packs are out at once: the next pack is polled and written while
+the client still acknowledges the earlier ones (within its Receive Maximum), so polling,
+writing and the client's round trip overlap instead of following one another. Offsets are
+committed in the packs' order, only up to the oldest pack still owed an acknowledgement.
 """
 
 from __future__ import annotations
@@ -29,6 +34,10 @@ logger = logging.getLogger("mqttq.broker.app")
 
 _POLL_SECONDS = 0.2
 """How long one poll waits for records (also how fast a stop is noticed)."""
+_PACKS_IN_FLIGHT = 4
+"""Packs written and not yet committed, at most: enough that the client always has the
+next pack to read while it acknowledges one, few enough that a client that stops reading
+holds little in broker memory (nothing more is polled while its socket buffer is full)."""
 _CONSUMER_CONFIG = {"queued.max.messages.kbytes": 8192}
 """librdkafka prefetches up to 64 MB per consumer by default: with one consumer per client,
 that, not the socket, would bound the memory a client that does not read costs."""
@@ -49,8 +58,11 @@ class AppConsumer:
         """The last offset this consumer committed (next record to read)."""
         self._consumer: KafkaConsumer | None = None
         self._task: asyncio.Task[None] | None = None
-        self._acked = asyncio.Event()
-        self._prefetch: asyncio.Future[list[KafkaRecord]] | None = None
+        self._wake = asyncio.Event()
+        """Set when the loop has something to do: records polled, the oldest pack
+        resolved, the client readable again, a stop."""
+        self._poll: asyncio.Future[list[KafkaRecord]] | None = None
+        self._paused: list[TopicPartition] | None = None
         self._stopping = False
 
     def start(self) -> None:
@@ -60,21 +72,19 @@ class AppConsumer:
         """Stop polling, close the consumer (leaving the group), then for the main
         consumer save what is in flight (`application_session_ctx`)."""
         self._stopping = True
-        self._acked.set()
+        self._wake.set()
         task = self._task
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        if self._prefetch is not None:
-            await asyncio.gather(self._prefetch, return_exceptions=True)
-            self._prefetch = None
+        if self._poll is not None:
+            await asyncio.gather(self._poll, return_exceptions=True)
+            self._poll = None
         consumer = self._consumer
         pack = self.pack
-        if self.main and pack is not None and pack.in_pack and pack.done:
-            # The last PUBACK came just before the disconnect: the pack is complete.
-            self.committed = pack.commit_offset
-            pack.committed()
-            self._account(pack)
+        if self.main and pack is not None:
+            # The last PUBACKs may have come just before the disconnect.
+            self._take_commits(pack)
         if consumer is not None:
             if self.committed is not None and self.main:
                 # The last commit was only sent: make it land before the consumer goes, so
@@ -91,9 +101,14 @@ class AppConsumer:
             self._account(pack)
 
     def acked(self) -> None:
-        """An acknowledgement was applied: send what the window allows now (the pack loop
-        wakes once the pack is done, not at every acknowledgement)."""
+        """An acknowledgement was applied: send what the window allows now (the loop
+        wakes once the oldest pack is resolved, not at every acknowledgement)."""
         self.pump()
+
+    def resumed(self) -> None:
+        """The client's write buffer went below the low watermark: write, poll again."""
+        self.pump()
+        self._wake.set()
 
     def pump(self) -> None:
         """Write what the window and the write buffer allow now."""
@@ -112,8 +127,8 @@ class AppConsumer:
                 break
             self._write(sends)
             client.flush_now()
-        if pack.done:
-            self._acked.set()  # QoS 0 and expired records need no ack: the pack is over
+        if pack.committable:
+            self._wake.set()  # QoS 0 and expired records need no ack: a pack may be over
 
     def _write(self, sends: list[Send]) -> None:
         session = self.app.session
@@ -142,7 +157,13 @@ class AppConsumer:
             if self.main and restored is None:
                 # Every APPLICATION session has a row, so that operators can list them.
                 await log.contexts.save_app_context(AppContext(client_id, updated_at=time.time()))
-            self.pack = PackProcessor(log.strategy, log.settings.retries, restored, app.taken)
+            self.pack = PackProcessor(
+                log.strategy,
+                log.settings.retries,
+                restored,
+                app.taken,
+                pack_timeout=log.settings.pack_timeout_ms / 1000,
+            )
             # The client's own topic is assigned, not subscribed: a consumer of a killed
             # broker would otherwise hold the group until its session timed out.
             self._consumer = KafkaConsumer(
@@ -154,7 +175,7 @@ class AppConsumer:
                 assign=[TopicPartition(self.topic, 0)] if self.main else None,
             )
             while not self._stopping:
-                await self._one_pack()
+                await self._step()
         except asyncio.CancelledError:
             raise
         except MqttqError as error:
@@ -165,24 +186,57 @@ class AppConsumer:
             if not client.closed:
                 client.kick(ReasonCode.SERVER_UNAVAILABLE, "message log unavailable")
 
-    async def _one_pack(self) -> None:
-        app = self.app
-        log = app.log
-        consumer = self._consumer
+    async def _step(self) -> None:
+        """One turn of the loop: commit what is resolved, take polled records, poll (or
+        pause while the client does not read), apply a pack timeout, then wait."""
         pack = self.pack
-        assert consumer is not None and pack is not None
-        prefetched, self._prefetch = self._prefetch, None
-        if prefetched is not None:
-            records = await prefetched
-        else:
-            if not app.writable.is_set():
-                paused = await consumer.assignment()
-                await consumer.pause(paused)
-                await app.writable.wait()
-                await consumer.resume(paused)
-            records = await consumer.poll_batch(log.settings.max_poll_records, _POLL_SECONDS)
-        # One pack per partition (a shared topic has several): offsets order one only.
-        by_partition: dict[TopicPartition, list[Record]] = {}
+        assert pack is not None
+        loop = asyncio.get_running_loop()
+        self._wake.clear()
+        await self._commit(pack)
+        polled = self._poll
+        if polled is not None and polled.done():
+            self._poll = None
+            self._start_packs(pack, polled.result())
+            await self._commit(pack)  # a pack of expired or QoS 0 records only
+        await self._fetch(pack)
+        deadline = pack.next_deadline
+        if deadline is not None and deadline <= loop.time():
+            self._timed_out(pack, loop.time())
+            return
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self._wake.wait()
+        except TimeoutError:
+            pass
+
+    async def _fetch(self, pack: PackProcessor) -> None:
+        """Poll the next pack while there is room for it and the client reads; while it
+        does not, pause the partitions (librdkafka would go on prefetching them)."""
+        if self._poll is not None:
+            return
+        consumer = self._consumer
+        assert consumer is not None
+        if not self.app.writable.is_set():
+            if self._paused is None:
+                self._paused = await consumer.assignment()
+                await consumer.pause(self._paused)
+            return
+        if pack.packs >= _PACKS_IN_FLIGHT:
+            return
+        if self._paused is not None:
+            await consumer.resume(self._paused)
+            self._paused = None
+        poll = asyncio.ensure_future(
+            consumer.poll_batch(self.app.log.settings.max_poll_records, _POLL_SECONDS)
+        )
+        poll.add_done_callback(lambda _: self._wake.set())
+        self._poll = poll
+
+    def _start_packs(self, pack: PackProcessor, records: list[KafkaRecord]) -> None:
+        """Decode polled records into one pack per partition (a shared topic has several:
+        offsets order one only) and write what can be written."""
+        by_partition: dict[int, list[Record]] = {}
         for r in records:
             message = decode_message(r.key, r.value, r.headers)[1]
             sids = message.properties.subscription_identifiers
@@ -191,60 +245,50 @@ class AppConsumer:
                 message = dataclasses.replace(
                     message, properties=props, subscription_identifiers=tuple(sids)
                 )
-            part = by_partition.setdefault(TopicPartition(r.topic, r.partition), [])
-            part.append(Record(r.offset, message))
+            by_partition.setdefault(r.partition, []).append(Record(r.offset, message))
+        now = asyncio.get_running_loop().time()
         for partition, pack_records in by_partition.items():
-            await self._process(partition, pack_records)
-            if self._stopping:
-                return
-
-    async def _process(self, partition: TopicPartition, records: list[Record]) -> None:
-        app = self.app
-        log = app.log
-        consumer = self._consumer
-        pack = self.pack
-        assert consumer is not None and pack is not None
-        pack.start(records)
+            pack.start(pack_records, now, partition)
         self.pump()
-        if self._prefetch is None and app.writable.is_set():
-            # The next pack is fetched while this one waits for its acknowledgements (at
-            # most one pack more in memory; uncommitted, so a stop loses nothing).
-            self._prefetch = asyncio.ensure_future(
-                consumer.poll_batch(log.settings.max_poll_records, _POLL_SECONDS)
+
+    def _timed_out(self, pack: PackProcessor, now: float) -> None:
+        app = self.app
+        if not app.writable.is_set():
+            pack.postpone(now)  # the client is not reading: the timeout starts once it does
+            return
+        self._write(pack.timed_out(now))
+        if pack.skipped_offsets:
+            logger.warning(
+                "APPLICATION client %r: %d messages of %s not acknowledged in time, "
+                "skipped (%s): offsets %s",
+                app.session.client_id,
+                len(pack.skipped_offsets),
+                self.topic,
+                app.log.strategy,
+                pack.skipped_offsets,
             )
-        timeout = log.settings.pack_timeout_ms / 1000
-        while not pack.done:
-            self._acked.clear()
-            try:
-                await asyncio.wait_for(self._acked.wait(), timeout)
-            except TimeoutError:
-                if not app.writable.is_set():
-                    continue  # the client is not reading: the timeout starts once it does
-                self._write(pack.timed_out())
-                if pack.skipped_offsets:
-                    logger.warning(
-                        "APPLICATION client %r: %d messages of %s not acknowledged in time, "
-                        "skipped (%s): offsets %s",
-                        app.session.client_id,
-                        len(pack.skipped_offsets),
-                        self.topic,
-                        log.strategy,
-                        pack.skipped_offsets,
-                    )
-                self.pump()
-            if self._stopping:
-                return
-        offset = pack.commit_offset
-        assert offset is not None
-        # The pack is over before the commit is sent: a disconnect now (which cancels
-        # this task) saves a context at `offset`, and stop() commits it for good.
-        self.committed = offset
-        pack.committed()
+        self.pump()
+
+    def _take_commits(self, pack: PackProcessor) -> dict[TopicPartition, int]:
+        """The offsets of the resolved packs at the head of the order, as committed."""
+        commits = pack.pop_commits()
+        if not commits:
+            return {}
+        if self.main:
+            self.committed = commits[0]
         self._account(pack)
+        return {TopicPartition(self.topic, p): offset for p, offset in commits.items()}
+
+    async def _commit(self, pack: PackProcessor) -> None:
+        offsets = self._take_commits(pack)
+        if not offsets:
+            return
+        consumer = self._consumer
+        assert consumer is not None
         try:
             # Sent, not waited for (a round trip per pack would cap the rate); after a
-            # crash a commit that never landed only means the pack comes again.
-            await consumer.commit({partition: offset}, wait=False)
+            # crash a commit that never landed only means the packs come again.
+            await consumer.commit(offsets, wait=False)
         except MqttqError as error:
             if self.main:
                 raise

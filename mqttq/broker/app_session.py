@@ -142,7 +142,7 @@ class AppClient:
     def resume_writing(self) -> None:
         self.writable.set()
         for consumer in self.consumers:
-            consumer.pump()
+            consumer.resumed()
 
     async def stop(self) -> None:
         """The connection ended: stop every consumer; the main one saves its context."""

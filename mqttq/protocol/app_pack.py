@@ -1,20 +1,25 @@
 """Pack processing of an APPLICATION client's Kafka topic, sans I/O (seed 002, TBMQ's
 `ApplicationPersistenceProcessorImpl`).
 
-The consumer polls a pack of records; `PackProcessor` decides what goes on the wire: each
+The consumer polls packs of records; `PackProcessor` decides what goes on the wire: each
 record becomes a PUBLISH with a packet id (QoS 1/2), a PUBLISH without one (QoS 0), or
 nothing (expired: skipped without using a packet id [MQTT-3.3.2-5]). It applies PUBACK /
-PUBREC / PUBCOMP, and says when the pack is done and which offset to commit. When the pack
-timeout passes with messages unacknowledged, the ack strategy decides: `retry_all` sends
-them again with DUP=1 (up to `retries` times, 0 = no limit), `skip_all` gives up on them at
-once. Nothing is ever passed over silently: every skipped message is counted and its offset
-reported, so the shell can log it (TBMQ issue #320 commits past them without a word).
+PUBREC / PUBCOMP, and says which offsets may be committed. Several packs may be in flight
+at once (the next one is written while the client acknowledges the previous one), but
+commits follow the packs' order: a pack's offset is committed only once it and every pack
+started before it are resolved, so a commit never passes over a message still owed.
+
+When a pack's timeout passes with messages unacknowledged, the ack strategy decides:
+`retry_all` sends them again with DUP=1 (up to `retries` times, 0 = no limit), `skip_all`
+gives up on them at once. Nothing is ever passed over silently: every skipped message is
+counted and its offset reported, so the shell can log it (TBMQ issue #320 commits past
+them without a word).
 
 A client that disconnects leaves an `AppContext`: the in-flight (offset, packet id, kind)
-entries and the offset up to which every other record of the pack was handled. The next
-connection re-polls from the committed offset; the processor built with that context
-re-sends exactly those entries, with their packet ids and DUP=1 (PUBREL for those that had
-their PUBREC) [MQTT-4.4.0-1], passes over the records already handled, and goes on.
+entries and the offset up to which every other record was handled. The next connection
+re-polls from the committed offset; the processor built with that context re-sends exactly
+those entries, with their packet ids and DUP=1 (PUBREL for those that had their PUBREC)
+[MQTT-4.4.0-1], passes over the records already handled, and goes on.
 No I/O, no clock: `now` is passed in.
 """
 
@@ -64,8 +69,20 @@ class Send:
     dup: bool = False
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
+class _Pack:
+    partition: int
+    end: int
+    """The offset after its last record: what is committed once it is resolved."""
+    deadline: float
+    unresolved: int = 0
+    """Entries neither completed, expired, sent at QoS 0 nor skipped."""
+    attempts: int = 0
+
+
+@dataclass(slots=True, eq=False)
 class _Entry:
+    pack: _Pack
     offset: int
     message: Message
     packet_id: int = 0
@@ -79,7 +96,7 @@ class PackProcessor:
 
     Counters: `delivered` (PUBLISHes completed), `expired`, `skipped` (given up by the ack
     strategy), `retried` (PUBLISH/PUBREL sent again after a timeout); `skipped_offsets`
-    holds the offsets of the last pack's skipped messages, for the log line.
+    holds the offsets the last `timed_out` skipped, for the log line.
     """
 
     def __init__(
@@ -88,33 +105,34 @@ class PackProcessor:
         retries: int,
         restored: AppContext | None = None,
         taken: set[int] | None = None,
+        *,
+        pack_timeout: float = 20.0,
     ) -> None:
         """`taken`: the packet ids in use on the client's connection, shared by every
-        processor of one client (its own topic and its shared subscriptions)."""
+        processor of one client (its own topic and its shared subscriptions).
+        `pack_timeout`: seconds a pack waits for its acknowledgements."""
         self.strategy = strategy
         self.retries = retries
         """Re-sends per pack under retry_all before giving up; 0 = no limit."""
+        self.pack_timeout = pack_timeout
+        self._packs: deque[_Pack] = deque()
+        """Started and not yet committed, in the order they were started."""
         self._waiting: deque[_Entry] = deque()
         self._inflight: dict[int, _Entry] = {}
         self._restored: dict[int, Unacked] = {}
         self._restore_end: int | None = None
-        reserved: set[int] = set()
         last = 0
+        self._taken = taken if taken is not None else set()
         if restored is not None and restored.offset is not None:
             self._restore_end = restored.offset
             for item in restored.unacked:
                 self._restored[item.offset] = item
-                reserved.add(item.packet_id)
-            last = max(reserved, default=0)
-        self._reserved = reserved
-        self._taken = taken if taken is not None else set()
-        self._taken |= reserved
+                self._taken.add(item.packet_id)
+            last = max((item.packet_id for item in restored.unacked), default=0)
         self._ids = PacketIdAllocator(self._taken, last)
-        self._pack_end: int | None = None
-        self._handled: int | None = None
-        """The end of the last pack committed: a context saved between packs says so, in
-        case the commit itself did not reach Kafka."""
-        self._attempts = 0
+        self._last_end: int | None = None
+        """The end of the last pack started: a context saved when everything was handled
+        says so, in case the commit itself did not reach Kafka."""
         self.delivered = 0
         self.expired = 0
         self.skipped = 0
@@ -124,27 +142,48 @@ class PackProcessor:
     # ------------------------------------------------------------------ packs
 
     @property
-    def in_pack(self) -> bool:
-        """A pack was started and not committed yet."""
-        return self._pack_end is not None
+    def packs(self) -> int:
+        """Packs started and not yet taken by `pop_commits`."""
+        return len(self._packs)
 
     @property
     def done(self) -> bool:
-        """Every record of the current pack was handled: its offset may be committed."""
+        """Every record of every pack started was handled."""
         return not self._waiting and not self._inflight
 
     @property
-    def commit_offset(self) -> int | None:
-        """The offset to commit once the pack is done (the last record's + 1)."""
-        return self._pack_end
+    def committable(self) -> bool:
+        """The oldest pack is resolved: `pop_commits` has an offset to give."""
+        packs = self._packs
+        return bool(packs) and packs[0].unresolved == 0
 
-    def start(self, records: list[Record]) -> None:
-        """Take a new pack (the previous one must be done and committed)."""
+    def pop_commits(self) -> dict[int, int]:
+        """Take the resolved packs at the head of the order (none after one still owed):
+        the offset to commit per partition (its last such pack's end)."""
+        commits: dict[int, int] = {}
+        packs = self._packs
+        while packs and packs[0].unresolved == 0:
+            pack = packs.popleft()
+            commits[pack.partition] = pack.end
+        return commits
+
+    @property
+    def next_deadline(self) -> float | None:
+        """When the earliest pack still owed acknowledgements times out (None: none)."""
+        deadlines = [pack.deadline for pack in self._packs if pack.unresolved]
+        return min(deadlines) if deadlines else None
+
+    def postpone(self, now: float) -> None:
+        """The client is not reading: every pack's timeout starts again from `now`."""
+        for pack in self._packs:
+            pack.deadline = now + self.pack_timeout
+
+    def start(self, records: list[Record], now: float, partition: int = 0) -> None:
+        """Take a new pack of `partition`'s records (in offset order); earlier packs may
+        still be in flight."""
         if not records:
             return
-        assert self.done, "a pack starts once the previous one is done"
-        self._attempts = 0
-        self.skipped_offsets = []
+        pack = _Pack(partition, records[-1].offset + 1, now + self.pack_timeout)
         restore_end = self._restore_end
         resent: list[_Entry] = []
         fresh: list[_Entry] = []
@@ -154,28 +193,24 @@ class PackProcessor:
                 saved = self._restored.pop(offset, None)
                 if saved is None:
                     continue  # handled on the earlier connection
-                entry = _Entry(offset, record.message, saved.packet_id, saved.kind, True)
+                entry = _Entry(pack, offset, record.message, saved.packet_id, saved.kind, True)
                 (resent if saved.kind is PendingKind.PUBREL else fresh).append(entry)
                 continue
-            fresh.append(_Entry(offset, record.message))
+            fresh.append(_Entry(pack, offset, record.message))
         if restore_end is not None and records[-1].offset + 1 >= restore_end:
             self._end_restore()
         # The PUBRELs of the earlier connection go first (TBMQ's order), then PUBLISHes.
         self._waiting.extend(resent)
         self._waiting.extend(fresh)
-        self._pack_end = records[-1].offset + 1
+        pack.unresolved = len(resent) + len(fresh)
+        self._packs.append(pack)
+        self._last_end = pack.end
 
     def _end_restore(self) -> None:
-        """Past the restored context: ids it held and never re-sent are free again."""
+        """Past the restored context: ids of entries never re-polled are free again."""
         self._restore_end = None
+        self._taken.difference_update(item.packet_id for item in self._restored.values())
         self._restored.clear()
-        self._taken -= self._reserved
-        self._reserved.clear()
-
-    def committed(self) -> None:
-        """The shell committed `commit_offset` (or sent the commit): the pack is over."""
-        self._handled = self._pack_end
-        self._pack_end = None
 
     def next_sends(self, window: int, now: float, limit: int = 0) -> list[Send]:
         """What to write now, while fewer than `window` (the client's Receive Maximum
@@ -188,20 +223,19 @@ class PackProcessor:
             entry = waiting.popleft()
             message = entry.message
             if entry.kind is PendingKind.PUBREL:
-                self._reserved.discard(entry.packet_id)
                 inflight[entry.packet_id] = entry
                 sends.append(Send(entry.offset, entry.packet_id, None, True))
                 continue
             if not entry.dup and message.is_expired(now):
                 self.expired += 1
+                entry.pack.unresolved -= 1
                 continue
             if message.qos == 0:
                 self.delivered += 1
+                entry.pack.unresolved -= 1
                 sends.append(Send(entry.offset, None, message))
                 continue
-            if entry.packet_id:
-                self._reserved.discard(entry.packet_id)
-            else:
+            if not entry.packet_id:
                 entry.packet_id = self._ids.allocate()
                 self._taken.add(entry.packet_id)
             inflight[entry.packet_id] = entry
@@ -215,7 +249,7 @@ class PackProcessor:
         entry = self._inflight.get(packet_id)
         if entry is None or entry.kind is not PendingKind.PUBLISH or entry.message.qos != 1:
             return False
-        self._complete(packet_id)
+        self._complete(packet_id, entry)
         return True
 
     def on_pubrec(self, packet_id: int, failed: bool = False) -> bool:
@@ -225,7 +259,7 @@ class PackProcessor:
         if entry is None or entry.kind is not PendingKind.PUBLISH or entry.message.qos != 2:
             return False
         if failed:
-            self._complete(packet_id)
+            self._complete(packet_id, entry)
             return False
         entry.kind = PendingKind.PUBREL
         return True
@@ -235,12 +269,13 @@ class PackProcessor:
         entry = self._inflight.get(packet_id)
         if entry is None or entry.kind is not PendingKind.PUBREL:
             return False
-        self._complete(packet_id)
+        self._complete(packet_id, entry)
         return True
 
-    def _complete(self, packet_id: int) -> None:
+    def _complete(self, packet_id: int, entry: _Entry) -> None:
         del self._inflight[packet_id]
         self._taken.discard(packet_id)
+        entry.pack.unresolved -= 1
         self.delivered += 1
 
     def owns(self, packet_id: int) -> bool:
@@ -250,49 +285,69 @@ class PackProcessor:
     def abandon(self, packet_id: int) -> None:
         """A delivery that could not be written (larger than the client's Maximum Packet
         Size [MQTT-3.1.2-25]): done, as the spec says, without an acknowledgement."""
-        if packet_id in self._inflight:
-            self._complete(packet_id)
+        entry = self._inflight.get(packet_id)
+        if entry is not None:
+            self._complete(packet_id, entry)
 
-    def timed_out(self) -> list[Send]:
-        """The pack timeout passed before `done`. retry_all with retries left: the
-        in-flight deliveries to send again (PUBLISH with DUP=1, or PUBREL). Otherwise
-        every unacknowledged or unsent message of the pack is skipped (counted, offsets
-        in `skipped_offsets`) and the pack is done; returns []."""
-        if self.done:
-            return []
-        if self.strategy is AckStrategy.RETRY_ALL and (
-            self.retries == 0 or self._attempts < self.retries
-        ):
-            self._attempts += 1
-            sends = []
-            for packet_id, entry in self._inflight.items():
+    def timed_out(self, now: float) -> list[Send]:
+        """Apply the ack strategy to every pack whose timeout passed at `now` with
+        messages still owed. retry_all with retries left: its in-flight deliveries are
+        returned, to send again (PUBLISH with DUP=1, or PUBREL), and its timeout starts
+        again. Otherwise every unacknowledged or unsent message of the pack is skipped
+        (counted, offsets in `skipped_offsets`) and the pack is resolved."""
+        sends: list[Send] = []
+        self.skipped_offsets = []
+        for pack in self._packs:
+            if not pack.unresolved or pack.deadline > now:
+                continue
+            if self.strategy is AckStrategy.RETRY_ALL and (
+                self.retries == 0 or pack.attempts < self.retries
+            ):
+                pack.attempts += 1
+                pack.deadline = now + self.pack_timeout
+                sends.extend(self._resend(pack))
+            else:
+                self._skip(pack)
+        self.retried += len(sends)
+        return sends
+
+    def _resend(self, pack: _Pack) -> list[Send]:
+        sends = []
+        for packet_id, entry in self._inflight.items():
+            if entry.pack is pack:
                 entry.dup = True
                 message = None if entry.kind is PendingKind.PUBREL else entry.message
                 sends.append(Send(entry.offset, packet_id, message, True))
-            self.retried += len(sends)
-            return sends
+        return sends
+
+    def _skip(self, pack: _Pack) -> None:
+        inflight = [pid for pid, entry in self._inflight.items() if entry.pack is pack]
+        unsent = [entry for entry in self._waiting if entry.pack is pack]
         skipped = sorted(
-            [entry.offset for entry in self._inflight.values()]
-            + [entry.offset for entry in self._waiting]
+            [self._inflight[pid].offset for pid in inflight] + [entry.offset for entry in unsent]
         )
-        self._taken -= self._inflight.keys()
-        self._inflight.clear()
-        self._waiting.clear()
+        for packet_id in inflight:
+            del self._inflight[packet_id]
+            self._taken.discard(packet_id)
+        if unsent:
+            self._waiting = deque(entry for entry in self._waiting if entry.pack is not pack)
+            # A restored entry not re-sent yet held its old id.
+            self._taken.difference_update(entry.packet_id for entry in unsent if entry.packet_id)
+        pack.unresolved = 0
         self.skipped += len(skipped)
-        self.skipped_offsets = skipped
-        return []
+        self.skipped_offsets.extend(skipped)
 
     # ------------------------------------------------------------------ disconnect
 
     def context(self, client_id: str, now: float) -> AppContext:
         """What to save when the connection ends: the in-flight entries, and the offset
-        below which every other record of the pack was handled."""
+        below which every other record started was handled."""
         unacked = [Unacked(e.offset, pid, e.kind) for pid, e in self._inflight.items()]
         # Restored entries not re-sent yet keep their ids; the first record never sent
         # is where this connection's work stops.
         unacked.extend(Unacked(e.offset, e.packet_id, e.kind) for e in self._waiting if e.packet_id)
         unsent = [e.offset for e in self._waiting if not e.packet_id]
-        offset = min(unsent) if unsent else (self._pack_end or self._handled)
+        offset = min(unsent) if unsent else self._last_end
         if self._restore_end is not None:
             # A context that was never fully re-polled stays owed, with its ids.
             unacked.extend(self._restored.values())
