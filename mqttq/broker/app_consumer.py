@@ -111,24 +111,27 @@ class AppConsumer:
         self._wake.set()
 
     def pump(self) -> None:
-        """Write what the window and the write buffer allow now."""
+        """Write what the window and the write buffer allow now; wake the loop when the
+        oldest pack is resolved (QoS 0 and expired records need no acknowledgement)."""
         pack = self.pack
-        client = self.app.client
-        if pack is None or self._stopping or client.closed or not self.app.writable.is_set():
+        if pack is None:
             return
-        window = client.conn.client_receive_maximum
-        flush_every = self.app.log.settings.flush_every
-        now = time.time()
-        # In chunks of flush_every, each written out at once: the transport sees its
-        # buffer grow (and calls pause_writing) before the rest of the pack is encoded.
-        while self.app.writable.is_set() and not client.closed:
-            sends = pack.next_sends(window, now, flush_every)
-            if not sends:
-                break
-            self._write(sends)
-            client.flush_now()
+        app = self.app
+        client = app.client
+        if pack.waiting and not self._stopping and not client.closed and app.writable.is_set():
+            window = client.conn.client_receive_maximum
+            flush_every = app.log.settings.flush_every
+            now = time.time()
+            # In chunks of flush_every, each written out at once: the transport sees its
+            # buffer grow (and calls pause_writing) before the rest is encoded.
+            while app.writable.is_set() and not client.closed:
+                sends = pack.next_sends(window, now, flush_every)
+                if not sends:
+                    break
+                self._write(sends)
+                client.flush_now()
         if pack.committable:
-            self._wake.set()  # QoS 0 and expired records need no ack: a pack may be over
+            self._wake.set()
 
     def _write(self, sends: list[Send]) -> None:
         session = self.app.session

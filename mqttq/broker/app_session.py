@@ -5,7 +5,7 @@ connection's packet ids; acknowledgements and flow control go to the consumer co
 Flow control: the client's transport buffer limits are the configured watermarks; above
 the high one (`pause_writing`) nothing more is written and the consumers pause their Kafka
 partitions before the next poll; below the low one they resume. So a client that does
-not read holds at most a pack or two and the transport buffer in broker memory.
+not read holds at most a few packs and the transport buffer in broker memory.
 """
 
 from __future__ import annotations
@@ -101,7 +101,12 @@ class AppClient:
     # ------------------------------------------------------------------ acks, flow
 
     def owner(self, packet_id: int) -> AppConsumer | None:
-        for consumer in self.consumers:
+        """The consumer whose delivery `packet_id` is (called at every acknowledgement:
+        the client's own topic is asked first, without building a list)."""
+        main = self.main
+        if main is not None and main.pack is not None and main.pack.owns(packet_id):
+            return main
+        for consumer in self.shared.values():
             if consumer.pack is not None and consumer.pack.owns(packet_id):
                 return consumer
         return None

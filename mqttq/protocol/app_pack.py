@@ -147,6 +147,11 @@ class PackProcessor:
         return len(self._packs)
 
     @property
+    def waiting(self) -> bool:
+        """Deliveries are waiting to be sent (for the window or the write buffer)."""
+        return bool(self._waiting)
+
+    @property
     def done(self) -> bool:
         """Every record of every pack started was handled."""
         return not self._waiting and not self._inflight
