@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 from mqttq.model import AppContext, Message, PendingKind, Unacked
 from mqttq.protocol.inflight import PacketIdAllocator
@@ -50,16 +51,15 @@ class AckStrategy(StrEnum):
     SKIP_ALL = "skip_all"
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    """One record polled from the client's topic."""
+class Record(NamedTuple):
+    """One record polled from the client's topic (tuples: one of each per message, and a
+    tuple is built about three times faster than a frozen dataclass)."""
 
     offset: int
     message: Message
 
 
-@dataclass(frozen=True, slots=True)
-class Send:
+class Send(NamedTuple):
     """One packet to write: a PUBLISH of `message` (packet id None at QoS 0), or a PUBREL
     of `packet_id` when `message` is None."""
 

@@ -26,7 +26,7 @@ import logging
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, cast
+from typing import Any, Final, NamedTuple, cast
 
 import confluent_kafka
 from confluent_kafka.admin import AdminClient
@@ -63,9 +63,11 @@ class TopicPartition:
     partition: int
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
-    """A consumed record: where it is, and what it holds."""
+class Record(NamedTuple):
+    """A consumed record: where it is, and what it holds; `timestamp_ms` is Kafka's
+    record timestamp (create time), ms since the epoch. A tuple, not a frozen dataclass:
+    one is built per record on the consumer thread, which holds the GIL meanwhile, and a
+    tuple is built about three times faster."""
 
     topic: str
     partition: int
@@ -74,7 +76,6 @@ class Record:
     value: bytes
     headers: Headers
     timestamp_ms: int
-    """Kafka's record timestamp (create time), ms since the epoch."""
 
 
 @dataclass(frozen=True, slots=True)
