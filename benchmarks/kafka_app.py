@@ -11,7 +11,9 @@ client type APPLICATION, persistent session, `bench/#` at QoS 1) and N QoS 1 pub
 2. offline: the subscriber disconnects (its session stays), the publishers send for
    --offline seconds, the records land in its topic; then it reconnects and reads the
    backlog: the catch-up rate is the backlog divided by the time from CONNACK to its last
-   message. Loss counts every acknowledged publish that never arrived.
+   message, with the broker's and Kafka's CPU seconds in that time (CPU per message moves
+   less than the rate when other processes share the machine). Loss counts every
+   acknowledged publish that never arrived.
 
 The broker is pinned to the first core and this script (every client) to the second;
 Kafka shares both. CPU seconds of broker and Kafka come from /proc. Prints Markdown
