@@ -204,8 +204,7 @@ class RedisMessageQueue:
             else:
                 entries.append(entry)
         if expired:
-            remove = self._scripts[lua.REMOVE]
-            await _all([caller.call(remove, (keys.messages, keys.message(p)), ()) for p in expired])
+            await self.remove_many([(client_id, packet_id) for packet_id in expired])
         return entries
 
     async def remove(self, client_id: str, packet_id: int) -> None:
@@ -213,15 +212,22 @@ class RedisMessageQueue:
         await self.remove_many(((client_id, packet_id),))
 
     async def remove_many(self, entries: Sequence[tuple[str, int]]) -> None:
-        """Delete each (client_id, packet_id) entry: one script call each, all pipelined."""
+        """Delete each (client_id, packet_id) entry: one script call per client (a DEL and
+        a ZREM for all of its entries), all pipelined."""
         if not entries:
             return
         caller = self._running()
         remove = self._scripts[lua.REMOVE]
-        calls = []
+        by_client: dict[str, list[int]] = {}
         for client_id, packet_id in entries:
+            by_client.setdefault(client_id, []).append(packet_id)
+        calls: list[asyncio.Future[Any]] = []
+        for client_id, packet_ids in by_client.items():
             keys = SessionKeys(self.key_prefix, client_id)
-            calls.append(caller.call(remove, (keys.messages, keys.message(packet_id)), ()))
+            calls.extend(
+                caller.call(remove, (keys.messages, *map(keys.message, chunk)), ())
+                for chunk in _chunks(packet_ids, _REMOVE_CHUNK)
+            )
         await _all(calls)
 
     async def mark_pubrel(self, client_id: str, packet_id: int) -> None:
@@ -242,6 +248,14 @@ class RedisMessageQueue:
         key = SessionKeys(self.key_prefix, client_id).session_node
         node = self._node if connected else ""
         await self._running().call(self._scripts[lua.SESSION_NODE], (key,), (node,))
+
+
+_REMOVE_CHUNK: Final = 1000
+"""Entries per remove call at most: Lua's unpack() has a bounded stack (LUAI_MAXCSTACK)."""
+
+
+def _chunks(items: list[int], size: int) -> list[list[int]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 async def _all(futures: list[asyncio.Future[Any]]) -> list[Any]:
