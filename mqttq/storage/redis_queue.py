@@ -27,7 +27,7 @@ from redis.exceptions import RedisError
 from mqttq import lua
 from mqttq.errors import StorageError
 from mqttq.model import Message
-from mqttq.storage.codec_json import PUBREL, message_from_json, message_to_json
+from mqttq.storage.codec_json import PUBREL, json_per_message, message_from_json
 from mqttq.storage.memory import MAX_QUEUE_LIMIT
 from mqttq.storage.ports import QueuedMessage, QueueFullPolicy
 from mqttq.storage.redis_keys import RedisClient, SessionKeys, connect, packet_id_of, redacted
@@ -168,13 +168,14 @@ class RedisMessageQueue:
         for index, (client_id, _message) in enumerate(items):
             by_client.setdefault(client_id, []).append(index)
         save = self._scripts[lua.SAVE]
+        encoded = json_per_message()
         calls = []
         for client_id, indexes in by_client.items():
             args: list[Arg] = [*self._limit_args]
             for index in indexes:
                 message = items[index][1]
                 args.append(self._ttl(message))
-                args.append(message_to_json(message, client_id=client_id, packet_id=0))
+                args.append(encoded(message).for_entry(client_id, 0))
             keys = SessionKeys(self.key_prefix, client_id).queue_keys()
             calls.append((indexes, caller.call(save, keys, args)))
         results: list[QueuedMessage | None] = [None] * len(items)

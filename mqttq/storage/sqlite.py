@@ -23,7 +23,12 @@ from typing import Any
 
 from mqttq.errors import StorageError
 from mqttq.model import Message
-from mqttq.storage.codec_json import PUBLISH, message_from_json, message_to_json
+from mqttq.storage.codec_json import (
+    DecodedMessages,
+    json_per_message,
+    message_from_json,
+    message_to_json,
+)
 from mqttq.storage.memory import check_queue_limit
 from mqttq.storage.ports import QueuedMessage, QueueFullPolicy, SessionRecord
 from mqttq.storage.session_json import (
@@ -65,6 +70,9 @@ class SqliteStorage:
         self._policy = queue_full_policy
         # Touched only on the writer thread; dropped whenever a job or commit rolls back.
         self._counters: dict[str, _Counters] = {}
+        self._decoded = DecodedMessages()
+        """Messages fetched lately (writer thread only): a drain of N sessions holding the
+        same messages decodes each once."""
         self._writer = SqliteWriter(
             Path(path), commit_interval=commit_interval, on_rollback=self._counters.clear
         )
@@ -195,6 +203,7 @@ class SqliteStorage:
         for index, (client_id, _message) in enumerate(items):
             by_client.setdefault(client_id, []).append(index)
         limit = self._limit
+        encoded = json_per_message()
         for client_id, wanted in by_client.items():
             state = self._state(conn, client_id)
             if self._policy is QueueFullPolicy.REJECT_NEW:
@@ -222,9 +231,7 @@ class SqliteStorage:
             ):
                 message = items[index][1]
                 results[index] = QueuedMessage(serial, packet_id, message)
-                text = message_to_json(
-                    message, client_id=client_id, packet_id=packet_id, packet_type=PUBLISH
-                )
+                text = encoded(message).for_entry(client_id, packet_id)
                 rows.append((client_id, serial, packet_id, text, message.expires_at))
             conn.executemany(_INSERT_ENTRY, rows)
             state.count += len(rows)
@@ -263,6 +270,7 @@ class SqliteStorage:
 
     def _fetch(self, conn: sqlite3.Connection, client_id: str, now: float) -> list[QueuedMessage]:
         entries: list[QueuedMessage] = []
+        decoded = self._decoded
         expired = False
         for serial, packet_id, pubrel, text, expires_at in conn.execute(
             _FETCH, (client_id,)
@@ -271,11 +279,11 @@ class SqliteStorage:
                 expired = True
                 continue
             try:
-                stored = message_from_json(text)
+                message = decoded.message(text)
             except StorageError as exc:
                 _log.error("skipping unreadable queue entry %s/%d: %s", client_id, serial, exc)
                 continue
-            entries.append(QueuedMessage(serial, packet_id, stored.message, bool(pubrel)))
+            entries.append(QueuedMessage(serial, packet_id, message, bool(pubrel)))
         if expired:
             cursor = conn.execute(_DELETE_EXPIRED, (client_id, now))
             self._forget(client_id, cursor.rowcount)
