@@ -135,13 +135,21 @@ class SqliteStorage:
         await self.remove_many(((client_id, packet_id),))
 
     async def remove_many(self, entries: Sequence[tuple[str, int]]) -> None:
-        """Delete each (client_id, packet_id) entry in one job (one savepoint, one commit)."""
+        """Delete each (client_id, packet_id) entry in one job (one savepoint, one commit),
+        with one DELETE per client."""
         copied = list(entries)  # the job runs later, on another thread
 
         def job(conn: sqlite3.Connection) -> None:
+            by_client: dict[str, list[int]] = {}
             for client_id, packet_id in copied:
-                cursor = conn.execute(_REMOVE, (client_id, packet_id))
-                self._forget(client_id, cursor.rowcount)
+                by_client.setdefault(client_id, []).append(packet_id)
+            # One DELETE per client (and per 500 ids: SQLite bounds the parameters).
+            for client_id, packet_ids in by_client.items():
+                for start in range(0, len(packet_ids), _REMOVE_CHUNK):
+                    chunk = packet_ids[start : start + _REMOVE_CHUNK]
+                    sql = _REMOVE_MANY.format(ids=",".join("?" * len(chunk)))
+                    cursor = conn.execute(sql, (client_id, *chunk))
+                    self._forget(client_id, cursor.rowcount)
 
         await self._writer.submit(job)
 
@@ -322,7 +330,8 @@ _FETCH = (
     " WHERE client_id = ? ORDER BY serial"
 )
 _DELETE_EXPIRED = "DELETE FROM queue WHERE client_id = ? AND expires_at <= ?"
-_REMOVE = "DELETE FROM queue WHERE client_id = ? AND packet_id = ?"
+_REMOVE_MANY = "DELETE FROM queue WHERE client_id = ? AND packet_id IN ({ids})"
+_REMOVE_CHUNK = 500
 # The JSON follows the entry's state too, as TBMQ's UPDATE_PACKET_TYPE script does.
 _MARK_PUBREL = (
     "UPDATE queue SET pubrel = 1, message = CASE WHEN json_valid(message)"
