@@ -203,32 +203,45 @@ def message_from_json(text: str | bytes) -> StoredMessage:
 
 
 class DecodedMessages:
-    """`message_from_json(text).message`, remembered across entries that differ only in
-    `clientId` and `packetId` (the same message queued for many sessions: a backlog drain
-    decodes it once, not once per session). Bounded: at most `max_entries` messages of at
-    most `max_text` characters each; the memo is emptied when full. Not thread-safe: one
-    per thread. Messages are frozen, so sharing one between sessions is safe (live
-    deliveries share theirs too)."""
+    """`message_from_json(text)`'s message and packet type, remembered across entries that
+    differ only in `clientId` and `packetId` (the same message queued for many sessions:
+    a backlog drain decodes it once, not once per session). Bounded: at most
+    `max_entries` messages of at most `max_text` characters each; the memo is emptied
+    when full. Not thread-safe: one per thread (or event loop). Messages are frozen, so
+    sharing one between sessions is safe (live deliveries share theirs too)."""
 
     __slots__ = ("_known", "_max_entries", "_max_text")
 
     def __init__(self, max_entries: int = 2048, max_text: int = 8192) -> None:
-        self._known: dict[str, Message] = {}
+        self._known: dict[str, tuple[Message, str]] = {}
         self._max_entries = max_entries
         self._max_text = max_text
 
-    def message(self, text: str) -> Message:
-        """The entry's message; raises StorageError as `message_from_json` does."""
-        key = _shared_part(text) if len(text) <= self._max_text else None
+    def decode(self, text: str | bytes) -> tuple[Message, str]:
+        """The entry's message and packet type (PUBLISH or PUBREL); raises StorageError
+        as `message_from_json` does."""
+        if len(text) > self._max_text:
+            return _message_and_type(text)
+        if isinstance(text, bytes):
+            try:
+                text = text.decode()
+            except UnicodeDecodeError:
+                return _message_and_type(text)  # raises the StorageError
+        key = _shared_part(text)
         if key is None:
-            return message_from_json(text).message
+            return _message_and_type(text)
         known = self._known.get(key)
         if known is None:
-            known = message_from_json(text).message
+            known = _message_and_type(text)
             if len(self._known) >= self._max_entries:
                 self._known.clear()
             self._known[key] = known
         return known
+
+
+def _message_and_type(text: str | bytes) -> tuple[Message, str]:
+    stored = message_from_json(text)
+    return stored.message, stored.packet_type
 
 
 def _shared_part(text: str) -> str | None:
@@ -238,7 +251,11 @@ def _shared_part(text: str) -> str | None:
         return None
     start = text.find(',"topicName":')
     packet_id = text.find(',"packetId":', start)
-    if start < 0 or packet_id < 0:
+    if start < 0 or packet_id < 0 or text[start - 1] != '"':
+        return None
+    # Nothing but the client id's string may stand between the two (a writer with other
+    # fields there would have them left out of the key): no unescaped quote inside it.
+    if '"' in text[13 : start - 1].replace("\\\\", "").replace('\\"', ""):
         return None
     end = text.find(",", packet_id + 12)
     if end < 0:

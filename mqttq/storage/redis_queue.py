@@ -27,7 +27,7 @@ from redis.exceptions import RedisError
 from mqttq import lua
 from mqttq.errors import StorageError
 from mqttq.model import Message
-from mqttq.storage.codec_json import PUBREL, json_per_message, message_from_json
+from mqttq.storage.codec_json import PUBREL, DecodedMessages, json_per_message
 from mqttq.storage.memory import MAX_QUEUE_LIMIT
 from mqttq.storage.ports import QueuedMessage, QueueFullPolicy
 from mqttq.storage.redis_keys import RedisClient, SessionKeys, connect, packet_id_of, redacted
@@ -100,6 +100,9 @@ class RedisMessageQueue:
         self._scripts: dict[str, AsyncScript] = {}
         self._closed = False
         self._final_statistics = PipelineStatistics()
+        self._decoded = DecodedMessages()
+        """Messages fetched lately: a drain of N sessions holding the same messages
+        decodes each once."""
 
     def __repr__(self) -> str:
         mode = "cluster" if self.cluster else "standalone"
@@ -197,7 +200,7 @@ class RedisMessageQueue:
         expired: list[int] = []
         for i in range(0, len(reply), 3):
             serial, name, value = reply[i], reply[i + 1].decode(errors="replace"), reply[i + 2]
-            entry = _entry(keys, serial, name, value)
+            entry = _entry(keys, serial, name, value, self._decoded)
             if entry is None:
                 continue
             if entry.message.is_expired(now):
@@ -267,7 +270,9 @@ async def _all(futures: list[asyncio.Future[Any]]) -> list[Any]:
     return list(await asyncio.gather(*futures))
 
 
-def _entry(keys: SessionKeys, serial: int, name: str, value: Any) -> QueuedMessage | None:
+def _entry(
+    keys: SessionKeys, serial: int, name: str, value: Any, decoded: DecodedMessages
+) -> QueuedMessage | None:
     """One fetched entry, or None (logged) when it cannot be delivered."""
     packet_id = packet_id_of(name, keys.messages)
     if packet_id is None:
@@ -278,8 +283,8 @@ def _entry(keys: SessionKeys, serial: int, name: str, value: Any) -> QueuedMessa
         _log.error("skipping queue entry %r: it holds a %s, not a message", name, kind)
         return None
     try:
-        stored = message_from_json(value)
+        message, packet_type = decoded.decode(value)
     except StorageError as exc:
         _log.error("skipping unreadable queue entry %r: %s", name, exc)
         return None
-    return QueuedMessage(int(serial), packet_id, stored.message, stored.packet_type == PUBREL)
+    return QueuedMessage(int(serial), packet_id, message, packet_type == PUBREL)

@@ -287,7 +287,7 @@ class SqliteStorage:
                 expired = True
                 continue
             try:
-                message = decoded.message(text)
+                message, _packet_type = decoded.decode(text)
             except StorageError as exc:
                 _log.error("skipping unreadable queue entry %s/%d: %s", client_id, serial, exc)
                 continue

@@ -178,4 +178,6 @@ def test_message_json_encoded_once_equals_message_to_json(
             message, client_id=client_id, packet_id=packet_id, packet_type=packet_type
         )
         assert text == expected
-        assert decoded.message(text) == message_from_json(expected).message
+        stored = message_from_json(expected)
+        assert decoded.decode(text) == (stored.message, packet_type)
+        assert decoded.decode(text.encode()) == (stored.message, packet_type)
