@@ -37,7 +37,7 @@ from mqttq.storage.session_json import (
     will_from_json,
     will_to_json,
 )
-from mqttq.storage.sqlite_writer import SqliteWriter, WriterStatistics
+from mqttq.storage.sqlite_writer import SqliteReader, SqliteWriter, WriterStatistics
 
 _log = logging.getLogger(__name__)
 
@@ -70,8 +70,9 @@ class SqliteStorage:
         self._policy = queue_full_policy
         # Touched only on the writer thread; dropped whenever a job or commit rolls back.
         self._counters: dict[str, _Counters] = {}
+        self._reader = SqliteReader(Path(path))
         self._decoded = DecodedMessages()
-        """Messages fetched lately (writer thread only): a drain of N sessions holding the
+        """Messages fetched lately (reader thread only): a drain of N sessions holding the
         same messages decodes each once."""
         self._writer = SqliteWriter(
             Path(path), commit_interval=commit_interval, on_rollback=self._counters.clear
@@ -88,6 +89,7 @@ class SqliteStorage:
     async def close(self) -> None:
         """Commit everything already queued, then close; later calls raise StorageError."""
         await self._writer.close()
+        await self._reader.close()
 
     # --- sessions -------------------------------------------------------------------
 
@@ -127,8 +129,17 @@ class SqliteStorage:
         return await self._writer.submit(lambda conn: self._enqueue(conn, copied))
 
     async def fetch(self, client_id: str, now: float) -> list[QueuedMessage]:
-        """The client's queue in serial order; entries expired at `now` are deleted."""
-        return await self._writer.submit(lambda conn: self._fetch(conn, client_id, now))
+        """The client's queue in serial order; entries expired at `now` are deleted.
+
+        Read on the reader's own connection, from what is committed: a reconnect does not
+        wait for the writer's running batch and its fsync. What the caller awaited before
+        (the broker's barrier: the client's removals, the queue writes in flight) is
+        committed, so it sees those; an entry committed later is handed over live."""
+        self._writer.check_open()
+        entries, expired = await self._reader.run(lambda conn: self._fetch(conn, client_id, now))
+        if expired:
+            await self._writer.submit(lambda conn: self._delete_expired(conn, client_id, now))
+        return entries
 
     async def remove(self, client_id: str, packet_id: int) -> None:
         """Delete the entry with that packet id (PUBACK [MQTT-4.3.2] / PUBCOMP [MQTT-4.3.3])."""
@@ -276,7 +287,10 @@ class SqliteStorage:
             rows = conn.execute(_USED_IDS_WRAPPED, (client_id, low, high))
         return {packet_id for (packet_id,) in rows}
 
-    def _fetch(self, conn: sqlite3.Connection, client_id: str, now: float) -> list[QueuedMessage]:
+    def _fetch(
+        self, conn: sqlite3.Connection, client_id: str, now: float
+    ) -> tuple[list[QueuedMessage], bool]:
+        """(entries not expired at `now`, whether some were expired); reader thread."""
         entries: list[QueuedMessage] = []
         decoded = self._decoded
         expired = False
@@ -292,10 +306,11 @@ class SqliteStorage:
                 _log.error("skipping unreadable queue entry %s/%d: %s", client_id, serial, exc)
                 continue
             entries.append(QueuedMessage(serial, packet_id, message, bool(pubrel)))
-        if expired:
-            cursor = conn.execute(_DELETE_EXPIRED, (client_id, now))
-            self._forget(client_id, cursor.rowcount)
-        return entries
+        return entries, expired
+
+    def _delete_expired(self, conn: sqlite3.Connection, client_id: str, now: float) -> None:
+        cursor = conn.execute(_DELETE_EXPIRED, (client_id, now))
+        self._forget(client_id, cursor.rowcount)
 
     def _clear(self, conn: sqlite3.Connection, client_id: str) -> None:
         conn.execute("DELETE FROM queue WHERE client_id = ?", (client_id,))
