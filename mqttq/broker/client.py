@@ -393,7 +393,8 @@ class Client(asyncio.Protocol):
         """The CONNECT was accepted for `session`: send CONNACK."""
         self.session = session
         self.client_id = session.client_id
-        self.conn.inbound.awaiting_pubrel = session.awaiting_pubrel
+        if session.awaiting_pubrel is not None:  # else the window makes its own on use
+            self.conn.inbound.awaiting_pubrel = session.awaiting_pubrel
         self.conn.accept(connack, keep_alive)
         self._flush_soon()
 

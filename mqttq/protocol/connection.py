@@ -74,13 +74,13 @@ class MqttConnection:
         "_finished",
         "_head",
         "_in_aliases",
+        "_inbound",
         "_out",
         "_out_aliases",
         "_reader",
         "_started",
         "client_max_packet_size",
         "client_receive_maximum",
-        "inbound",
         "keep_alive",
         "limits",
         "request_problem_information",
@@ -95,7 +95,7 @@ class MqttConnection:
         self.client_receive_maximum = DEFAULT_RECEIVE_MAXIMUM
         self.client_max_packet_size: int | None = None
         self.request_problem_information = True
-        self.inbound = InboundWindow(limits.receive_maximum)
+        self._inbound: InboundWindow | None = None
         self._reader = PacketReader(limits.max_packet_size)
         self._in_aliases: InboundAliases | None = None
         """Created by the first PUBLISH that uses a topic alias or an empty topic."""
@@ -112,6 +112,15 @@ class MqttConnection:
         """Time of the last bytes received (or of the connection's start)."""
 
     # ------------------------------------------------------------------ inbound
+
+    @property
+    def inbound(self) -> InboundWindow:
+        """The client's QoS 1/2 PUBLISHes not yet acknowledged (Receive Maximum) and the
+        QoS 2 ids awaiting PUBREL; made on first use, so an idle connection holds none."""
+        inbound = self._inbound
+        if inbound is None:
+            inbound = self._inbound = InboundWindow(self.limits.receive_maximum)
+        return inbound
 
     @property
     def protocol_level(self) -> int:
@@ -165,6 +174,7 @@ class MqttConnection:
         props = packet.properties
         self.keep_alive = packet.keep_alive
         self._head = b""
+        self._started = 0.0  # only the connect timeout needed it: no float kept per client
         if packet.protocol_level == ProtocolLevel.MQTT_5:
             if props.receive_maximum is not None:
                 self.client_receive_maximum = props.receive_maximum
