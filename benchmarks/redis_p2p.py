@@ -14,9 +14,12 @@ redis-server are started fresh. Printed as a markdown table:
   including those run inside the scripts);
 - round trips to Redis per 1,000 messages (one per script call, or one per pipeline) and
   the largest pipeline;
-- broker CPU seconds per 1,000 messages (/proc, user + system, whole run).
+- broker CPU seconds per 1,000 messages (/proc, user + system, whole run);
+- in + out messages per CPU-second of broker and Redis together (TBMQ's "msg/s per core":
+  each published message is delivered once, so 2 x published / (broker + Redis CPU s)).
 
     python benchmarks/redis_p2p.py [--pairs 20] [--seconds 5] [--rate 0] [--flush-interval-ms 3]
+        [--modes off,on]
 """
 
 from __future__ import annotations
@@ -90,7 +93,9 @@ def run_mode(pipelining: bool, args: argparse.Namespace, tmp: Path) -> dict[str,
     client = redis.Redis.from_url(server.url)
     try:
         client.config_resetstat()
-        cpu0 = cpu_seconds(broker.pid)
+        assert server.process is not None
+        redis_pid = server.process.pid
+        cpu0, redis_cpu0 = cpu_seconds(broker.pid), cpu_seconds(redis_pid)
         plan = replace(p2p("bench", args.pairs), persistent=True)
         options = BenchOptions(
             port=port,
@@ -108,6 +113,7 @@ def run_mode(pipelining: bool, args: argparse.Namespace, tmp: Path) -> dict[str,
         while client.dbsize() and time.monotonic() < deadline:
             time.sleep(0.05)
         cpu = cpu_seconds(broker.pid) - cpu0
+        redis_cpu = cpu_seconds(redis_pid) - redis_cpu0
         evalsha, commands = command_counts(client)
     finally:
         broker.send_signal(signal.SIGTERM)
@@ -129,6 +135,8 @@ def run_mode(pipelining: bool, args: argparse.Namespace, tmp: Path) -> dict[str,
         "evalsha_per_msg": evalsha / published,
         "commands_per_msg": commands / published,
         "cpu_per_1000": cpu / published * 1000,
+        "redis_cpu_per_1000": redis_cpu / published * 1000,
+        "in_out_per_cpu_s": 2 * messages["published"] / max(cpu + redis_cpu, 1e-9),
         "round_trips_per_1000": queue_stats["round_trips"] / published * 1000,
         "largest_batch": queue_stats["largest_batch"],
         "warnings": result["warnings"],
@@ -158,8 +166,9 @@ def table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
         "",
         "| pipelining | published | publish msg/s | PUBACK p50 ms | PUBACK p99 ms "
         "| drain msg/s | EVALSHA / msg | Redis commands / msg | round trips / 1000 msg "
-        "| largest batch | broker CPU s / 1000 msg | lost |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| largest batch | broker CPU s / 1000 msg | Redis CPU s / 1000 msg "
+        "| in + out msg per CPU-s (broker + Redis) | lost |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in rows:
         drain = "-" if r["drain_per_s"] is None else f"{r['drain_per_s']:,.0f}"
@@ -168,7 +177,8 @@ def table(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
             f"| {r['puback_p50']:.2f} | {r['puback_p99']:.2f} | {drain} "
             f"| {r['evalsha_per_msg']:.2f} | {r['commands_per_msg']:.2f} "
             f"| {r['round_trips_per_1000']:,.0f} | {r['largest_batch']} "
-            f"| {r['cpu_per_1000']:.3f} | {r['lost']} |"
+            f"| {r['cpu_per_1000']:.3f} | {r['redis_cpu_per_1000']:.3f} "
+            f"| {r['in_out_per_cpu_s']:,.0f} | {r['lost']} |"
         )
     for r in rows:
         for warning in r["warnings"]:
@@ -189,9 +199,13 @@ def main() -> None:
         default=3.0,
         help="the pipelining mode's flush interval (0: at the next event-loop turn)",
     )
+    parser.add_argument(
+        "--modes", default="off,on", help="pipelining modes to run, in order: off, on or both"
+    )
     args = parser.parse_args()
+    modes = [mode.strip() == "on" for mode in args.modes.split(",") if mode.strip()]
     with tempfile.TemporaryDirectory() as tmp:
-        rows = [run_mode(pipelining, args, Path(tmp)) for pipelining in (False, True)]
+        rows = [run_mode(pipelining, args, Path(tmp)) for pipelining in modes]
     print(table(rows, args))
 
 

@@ -99,6 +99,9 @@ _WRONG = AuthRefusal(
 _NO_ANONYMOUS = AuthRefusal(
     ReasonCode.NOT_AUTHORIZED, NOT_AUTHORIZED, "anonymous connections are not allowed here"
 )
+_ANONYMOUS = Identity(None, DEFAULT_TENANT, ClientType.DEVICE, None, None)
+"""A client without credentials, user name, tenant property or anonymous rules: shared."""
+
 _CLIENT_ID = AuthRefusal(
     ReasonCode.NOT_AUTHORIZED, NOT_AUTHORIZED, "client id not allowed for this user name"
 )
@@ -219,6 +222,8 @@ class Authenticator:
         self, username: str | None, client_id: str, tenant_property: str | None
     ) -> Identity:
         rules = self._anonymous_rules
+        if username is None and tenant_property is None and rules is None:
+            return _ANONYMOUS  # the same for every such client: one shared object
         return Identity(
             username,
             tenant_property or DEFAULT_TENANT,

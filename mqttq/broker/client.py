@@ -60,6 +60,7 @@ class Client(asyncio.Protocol):
         "_flush_pending",
         "_loop",
         "_reading_paused",
+        "_steps",
         "_timer_slot",
         "client_id",
         "closed",
@@ -71,7 +72,6 @@ class Client(asyncio.Protocol):
         "normal_disconnect",
         "session",
         "space",
-        "steps",
         "transport",
         "writable",
     )
@@ -85,7 +85,7 @@ class Client(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.session: Session | None = None
         self.client_id = ""
-        self.steps = OrderedSteps(self._steps_advanced)
+        self._steps: OrderedSteps | None = None
         self.writable = True
         self.closed = False
         self.normal_disconnect = False
@@ -103,6 +103,15 @@ class Client(asyncio.Protocol):
         self._reading_paused = False
         self._timer_slot: int | None = None
         """Slot of this connection's deadline in the lifecycle's TimerWheel."""
+
+    @property
+    def steps(self) -> OrderedSteps:
+        """The client's answers in arrival order (see the module docstring); created by
+        the first packet that needs one, so an idle connection holds none."""
+        steps = self._steps
+        if steps is None:
+            steps = self._steps = OrderedSteps(self._steps_advanced)
+        return steps
 
     def __repr__(self) -> str:
         return f"<Client {self.client_id!r} {self.peer}>"
@@ -384,7 +393,8 @@ class Client(asyncio.Protocol):
         """The CONNECT was accepted for `session`: send CONNACK."""
         self.session = session
         self.client_id = session.client_id
-        self.conn.inbound.awaiting_pubrel = session.awaiting_pubrel
+        if session.awaiting_pubrel is not None:  # else the window makes its own on use
+            self.conn.inbound.awaiting_pubrel = session.awaiting_pubrel
         self.conn.accept(connack, keep_alive)
         self._flush_soon()
 
@@ -398,7 +408,8 @@ class Client(asyncio.Protocol):
 
     def pause_reading_if_behind(self) -> None:
         """Stop reading while too many answers wait for storage (a fast publisher)."""
-        if len(self.steps) > MAX_PENDING_STEPS and not self._reading_paused:
+        steps = self._steps
+        if steps is not None and len(steps) > MAX_PENDING_STEPS and not self._reading_paused:
             self._reading_paused = True
             assert self.transport is not None
             self.transport.pause_reading()

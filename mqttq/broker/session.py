@@ -87,7 +87,8 @@ class Session:
         self.queue: deque[QueuedMessage] | None = None
         """Created with the first message that has to wait (an idle session has none)."""
         self.inflight: dict[int, QueuedMessage] = {}
-        self._ids = PacketIdAllocator(self.inflight)
+        self._ids: PacketIdAllocator | None = None
+        """Created by the first packet id this session allocates itself (non-persistent)."""
         self.awaiting_pubrel: set[int] | None = None
         """Inbound QoS 2 ids awaiting PUBREL [MQTT-4.3.3-10]: handed to each connection of
         the session, which creates it on the first QoS 2 PUBLISH, and taken back when the
@@ -201,7 +202,10 @@ class Session:
             self._finish(entry)
             return
         if not entry.packet_id:
-            entry.packet_id = self._ids.allocate()
+            ids = self._ids
+            if ids is None:
+                ids = self._ids = PacketIdAllocator(self.inflight)
+            entry.packet_id = ids.allocate()
         packet_id = entry.packet_id
         resend = self.resend_ids
         dup = False

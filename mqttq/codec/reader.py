@@ -523,6 +523,9 @@ class PacketReader:
     `protocol_level` starts as given (None on a server before CONNECT) and is set from the
     first CONNECT decoded. Consumed bytes are skipped by an offset and dropped when the buffer
     drains or the offset passes 64 KiB, so a stream of small packets costs no quadratic copying.
+    An empty reader holds no buffer of its own (an idle connection costs no bytearray), and
+    bytes fed to an empty reader are kept as they are, without a copy, until more arrive
+    while some are still unread.
     """
 
     __slots__ = ("_buffer", "_offset", "max_packet_size", "protocol_level")
@@ -530,17 +533,28 @@ class PacketReader:
     def __init__(self, max_packet_size: int, protocol_level: int | None = None) -> None:
         self.max_packet_size = max_packet_size
         self.protocol_level = protocol_level
-        self._buffer = bytearray()
+        self._buffer: bytes | bytearray = b""
         self._offset = 0
 
-    def feed(self, data: bytes) -> None:
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
         """Append bytes received from the peer."""
+        buffer = self._buffer
+        if not buffer:  # nothing unread (the offset is 0): keep the bytes themselves
+            self._buffer = data if type(data) is bytes else bytes(data)
+            return
+        if type(buffer) is bytes:
+            # Unread bytes are left of a read kept as is: continue in a buffer of our own.
+            grown = bytearray(memoryview(buffer)[self._offset :])
+            grown += data
+            self._buffer = grown
+            self._offset = 0
+            return
         try:
-            self._buffer += data
+            buffer += data
         except BufferError:
             # A view from an earlier failed decode is still alive (held by a traceback):
             # the buffer cannot resize, so continue in a fresh copy.
-            self._buffer = self._buffer + data
+            self._buffer = buffer + data
 
     def next_packet(self) -> Packet | None:
         """The next whole packet, or None until more bytes are fed; raises ProtocolError."""
@@ -553,7 +567,10 @@ class PacketReader:
                 packet, end = _decode_at(view, start, self.protocol_level, self.max_packet_size)
             except Incomplete:
                 return None
-        if end == len(buffer) or end >= _COMPACT_AT:
+        if end == len(buffer):
+            self._offset = 0
+            self._buffer = b""
+        elif end >= _COMPACT_AT:
             self._offset = 0
             self._compact(end)
         else:
@@ -563,10 +580,14 @@ class PacketReader:
         return packet
 
     def _compact(self, end: int) -> None:
+        buffer = self._buffer
+        if not isinstance(buffer, bytearray):
+            self._buffer = buffer[end:]
+            return
         try:
-            del self._buffer[:end]
+            del buffer[:end]
         except BufferError:
-            self._buffer = self._buffer[end:]
+            self._buffer = buffer[end:]
 
     @property
     def buffered(self) -> int:

@@ -1,10 +1,15 @@
 --[[
-remove.lua: delete one entry of a client's queue (PUBACK, or PUBCOMP, received).
+remove.lua: delete entries of one client's queue (PUBACK, or PUBCOMP, received).
 
-KEYS[1]  {client_id}_messages              ZSET of message key names
-KEYS[2]  {client_id}_messages_<packet_id>  the entry's message key
-ARGV     none
-Result   1 when the set held the entry, else 0
+KEYS[1]     {client_id}_messages              ZSET of message key names
+KEYS[2...]  {client_id}_messages_<packet_id>  the message keys of the entries to delete
+            (one or more: the broker gathers a client's acks of one event-loop iteration)
+ARGV        none
+Result      how many of them the set held
 --]]
-redis.call('DEL', KEYS[2])
-return redis.call('ZREM', KEYS[1], KEYS[2])
+local members = {}
+for i = 2, #KEYS do
+  members[i - 1] = KEYS[i]
+end
+redis.call('DEL', unpack(members))
+return redis.call('ZREM', KEYS[1], unpack(members))

@@ -22,8 +22,9 @@ local limit = tonumber(ARGV[1])
 local reject = ARGV[2] == '1'
 local n = (#ARGV - 2) / 2
 
-local last_id = tonumber(redis.call('GET', last_id_key) or 0) or 0
-local serial = tonumber(redis.call('GET', serial_key) or 0) or 0
+local counters = redis.call('MGET', last_id_key, serial_key)
+local last_id = tonumber(counters[1] or 0) or 0
+local serial = tonumber(counters[2] or 0) or 0
 local newest = redis.call('ZRANGE', zset, -1, -1, 'WITHSCORES')
 if newest[2] then
   serial = math.max(serial, tonumber(newest[2]))
@@ -51,9 +52,12 @@ else
   end
 end
 
+-- Only ids of entries stored before this call can be taken: the batch's own ids cannot
+-- repeat (count + its size stays within the limit, at most 65535).
+local stored = count
 local function next_packet_id()
   local id = last_id % 65535 + 1
-  if count > 0 then
+  if stored > 0 then
     while redis.call('ZSCORE', zset, zset .. '_' .. id) do
       id = id % 65535 + 1
     end
@@ -64,6 +68,7 @@ local function next_packet_id()
 end
 
 local result = {}
+local scored = {}
 for i = 1, n do
   if i > last then
     result[2 * i - 1] = 0
@@ -76,13 +81,20 @@ for i = 1, n do
       local key = zset .. '_' .. id
       local json = string.gsub(ARGV[2 * i + 2], '"packetId":0([,}])', '"packetId":' .. id .. '%1', 1)
       redis.call('SET', key, json, 'EX', ARGV[2 * i + 1])
-      redis.call('ZADD', zset, serial, key)
-      count = count + 1
+      scored[#scored + 1] = serial
+      scored[#scored + 1] = key
+      if #scored >= 1000 then  -- unpack() has a bounded stack: ZADD in chunks
+        redis.call('ZADD', zset, unpack(scored))
+        scored = {}
+      end
     end
   end
 end
+-- One ZADD (per 500 entries) and one MSET for the whole batch (one slot: the client's).
+if #scored > 0 then
+  redis.call('ZADD', zset, unpack(scored))
+end
 if last > 0 then
-  redis.call('SET', last_id_key, last_id)
-  redis.call('SET', serial_key, serial)
+  redis.call('MSET', last_id_key, last_id, serial_key, serial)
 end
 return result

@@ -74,13 +74,13 @@ class MqttConnection:
         "_finished",
         "_head",
         "_in_aliases",
+        "_inbound",
         "_out",
         "_out_aliases",
         "_reader",
         "_started",
         "client_max_packet_size",
         "client_receive_maximum",
-        "inbound",
         "keep_alive",
         "limits",
         "request_problem_information",
@@ -95,11 +95,14 @@ class MqttConnection:
         self.client_receive_maximum = DEFAULT_RECEIVE_MAXIMUM
         self.client_max_packet_size: int | None = None
         self.request_problem_information = True
-        self.inbound = InboundWindow(limits.receive_maximum)
+        self._inbound: InboundWindow | None = None
         self._reader = PacketReader(limits.max_packet_size)
-        self._in_aliases = InboundAliases(limits.topic_alias_maximum)
+        self._in_aliases: InboundAliases | None = None
+        """Created by the first PUBLISH that uses a topic alias or an empty topic."""
         self._out_aliases = _NO_OUTBOUND_ALIASES
-        self._out = bytearray()
+        self._out: bytes | bytearray = b""
+        """What is encoded and not yet taken: b"" when nothing is (an idle connection holds
+        no buffer), the encoder's own bytes for a single packet, a bytearray for more."""
         self._head = b""
         self._connack_sent = False
         self._finished = False
@@ -109,6 +112,15 @@ class MqttConnection:
         """Time of the last bytes received (or of the connection's start)."""
 
     # ------------------------------------------------------------------ inbound
+
+    @property
+    def inbound(self) -> InboundWindow:
+        """The client's QoS 1/2 PUBLISHes not yet acknowledged (Receive Maximum) and the
+        QoS 2 ids awaiting PUBREL; made on first use, so an idle connection holds none."""
+        inbound = self._inbound
+        if inbound is None:
+            inbound = self._inbound = InboundWindow(self.limits.receive_maximum)
+        return inbound
 
     @property
     def protocol_level(self) -> int:
@@ -162,6 +174,7 @@ class MqttConnection:
         props = packet.properties
         self.keep_alive = packet.keep_alive
         self._head = b""
+        self._started = 0.0  # only the connect timeout needed it: no float kept per client
         if packet.protocol_level == ProtocolLevel.MQTT_5:
             if props.receive_maximum is not None:
                 self.client_receive_maximum = props.receive_maximum
@@ -187,7 +200,10 @@ class MqttConnection:
             )
         alias = props.topic_alias
         if alias is not None or not packet.topic:
-            packet.topic = self._in_aliases.resolve(packet.topic, alias)
+            aliases = self._in_aliases
+            if aliases is None:
+                aliases = self._in_aliases = InboundAliases(limits.topic_alias_maximum)
+            packet.topic = aliases.resolve(packet.topic, alias)
             props.topic_alias = None
         if qos:
             assert packet.packet_id is not None
@@ -218,7 +234,7 @@ class MqttConnection:
             props.reason_string = None
             props.user_properties = []
             data = encode_packet(packet, self.protocol_level)
-        self._out += data
+        self._append(data)
 
     def send_publish_ack(self, qos: int, packet_id: int, reason_code: ReasonCode) -> None:
         """Answer a QoS 1 PUBLISH with PUBACK or a QoS 2 one with PUBREC, carrying
@@ -231,11 +247,11 @@ class MqttConnection:
         else:
             self.inbound.pubrec_sent(packet_id, reason_code)
             packet_type = PacketType.PUBREC
-        self._out += encode_short_ack(packet_type, packet_id, reason_code, self.protocol_level)
+        self._append(encode_short_ack(packet_type, packet_id, reason_code, self.protocol_level))
 
     def _send_short_ack(self, packet_type: PacketType, packet_id: int, reason: ReasonCode) -> None:
         if not self._finished:
-            self._out += encode_short_ack(packet_type, packet_id, reason, self.protocol_level)
+            self._append(encode_short_ack(packet_type, packet_id, reason, self.protocol_level))
 
     def _trim_problem_information(self, packet: Packet, props: Properties) -> None:
         """Request Problem Information = 0 allows these only on PUBLISH, CONNACK and
@@ -262,7 +278,7 @@ class MqttConnection:
             data = encode_packet(packet, level)
             if limit is not None and len(data) > limit:
                 return False
-            self._out += data
+            self._append(data)
             return True
         topic = packet.topic
         alias = aliases.lookup(topic)
@@ -281,7 +297,7 @@ class MqttConnection:
                 return False
             if alias is not None:
                 aliases.bind(topic, alias)
-        self._out += data
+        self._append(data)
         return True
 
     def send_message(  # noqa: PLR0917 (the fields of the PublishPacket it avoids building)
@@ -308,7 +324,7 @@ class MqttConnection:
         limit = self.client_max_packet_size
         if limit is not None and len(data) > limit:
             return False
-        self._out += data
+        self._append(data)
         return True
 
     @property
@@ -323,13 +339,25 @@ class MqttConnection:
         limit = self.client_max_packet_size
         if self._finished or (limit is not None and len(data) > limit):
             return False
-        self._out += data
+        self._append(data)
         return True
 
-    def data_to_send(self) -> bytearray:
+    def _append(self, data: bytes) -> None:
+        out = self._out
+        if not out:
+            # The encoders return bytes, which nobody mutates: kept without a copy.
+            self._out = data if type(data) is bytes else bytearray(data)
+        elif type(out) is bytes:
+            grown = bytearray(out)
+            grown += data
+            self._out = grown
+        else:
+            out += data
+
+    def data_to_send(self) -> bytes | bytearray:
         """Take everything encoded so far (the caller owns the returned buffer)."""
         out = self._out
-        self._out = bytearray()
+        self._out = b""
         return out
 
     @property

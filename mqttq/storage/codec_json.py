@@ -32,6 +32,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -109,6 +110,49 @@ def message_to_json(
     return json.dumps(obj, separators=(",", ":"))
 
 
+_HEAD: Final = '{"clientId":""'
+_PACKET_ID_ZERO: Final = '"packetId":0,'
+
+
+class MessageJson:
+    """`message_to_json` of one message for many (client id, packet id) pairs, encoded
+    once: a message queued for N subscribers differs only in those two fields.
+
+    `for_entry(client_id, packet_id)` returns exactly what `message_to_json` returns. The
+    split is safe: JSON escapes every quote inside a string, so `"packetId":0,` occurs in
+    the encoded object only as that key (the first after `clientId`).
+    """
+
+    __slots__ = ("_middle", "_tail")
+
+    def __init__(self, message: Message, packet_type: str = PUBLISH) -> None:
+        text = message_to_json(message, client_id="", packet_id=0, packet_type=packet_type)
+        self._middle, self._tail = text[len(_HEAD) :].split(_PACKET_ID_ZERO, 1)
+
+    def for_entry(self, client_id: str, packet_id: int) -> str:
+        """The entry's JSON (`packet_id` 0..65535, as `message_to_json` checks)."""
+        if not 0 <= packet_id <= _MAX_PACKET_ID:
+            raise ValueError(f"packet_id must be 0..65535, not {packet_id}")
+        return (
+            f'{{"clientId":{json.dumps(client_id)}{self._middle}"packetId":{packet_id},{self._tail}'
+        )
+
+
+def json_per_message() -> Callable[[Message], MessageJson]:
+    """A memo for one batch: the `MessageJson` of each message object, made once (a batch
+    holds the same message object once per subscriber)."""
+    made: dict[int, tuple[Message, MessageJson]] = {}
+
+    def encoded(message: Message) -> MessageJson:
+        known = made.get(id(message))
+        if known is None:
+            # The message is kept with its encoding, so its id cannot be reused meanwhile.
+            known = made[id(message)] = (message, MessageJson(message))
+        return known[1]
+
+    return encoded
+
+
 def message_from_json(text: str | bytes) -> StoredMessage:
     """Decode one entry written by `message_to_json` (or by TBMQ 2.x).
 
@@ -156,6 +200,67 @@ def message_from_json(text: str | bytes) -> StoredMessage:
     )
     client_id = fields.str_("clientId", "") or ""
     return StoredMessage(message, client_id, packet_id, packet_type)
+
+
+class DecodedMessages:
+    """`message_from_json(text)`'s message and packet type, remembered across entries that
+    differ only in `clientId` and `packetId` (the same message queued for many sessions:
+    a backlog drain decodes it once, not once per session). Bounded: at most
+    `max_entries` messages of at most `max_text` characters each; the memo is emptied
+    when full. Not thread-safe: one per thread (or event loop). Messages are frozen, so
+    sharing one between sessions is safe (live deliveries share theirs too)."""
+
+    __slots__ = ("_known", "_max_entries", "_max_text")
+
+    def __init__(self, max_entries: int = 2048, max_text: int = 8192) -> None:
+        self._known: dict[str, tuple[Message, str]] = {}
+        self._max_entries = max_entries
+        self._max_text = max_text
+
+    def decode(self, text: str | bytes) -> tuple[Message, str]:
+        """The entry's message and packet type (PUBLISH or PUBREL); raises StorageError
+        as `message_from_json` does."""
+        if len(text) > self._max_text:
+            return _message_and_type(text)
+        if isinstance(text, bytes):
+            try:
+                text = text.decode()
+            except UnicodeDecodeError:
+                return _message_and_type(text)  # raises the StorageError
+        key = _shared_part(text)
+        if key is None:
+            return _message_and_type(text)
+        known = self._known.get(key)
+        if known is None:
+            known = _message_and_type(text)
+            if len(self._known) >= self._max_entries:
+                self._known.clear()
+            self._known[key] = known
+        return known
+
+
+def _message_and_type(text: str | bytes) -> tuple[Message, str]:
+    stored = message_from_json(text)
+    return stored.message, stored.packet_type
+
+
+def _shared_part(text: str) -> str | None:
+    """`text` without its `clientId` value and `packetId` field, when it has the layout
+    `message_to_json` writes (clientId first, then topicName); else None."""
+    if not text.startswith('{"clientId":"'):
+        return None
+    start = text.find(',"topicName":')
+    packet_id = text.find(',"packetId":', start)
+    if start < 0 or packet_id < 0 or text[start - 1] != '"':
+        return None
+    # Nothing but the client id's string may stand between the two (a writer with other
+    # fields there would have them left out of the key): no unescaped quote inside it.
+    if '"' in text[13 : start - 1].replace("\\\\", "").replace('\\"', ""):
+        return None
+    end = text.find(",", packet_id + 12)
+    if end < 0:
+        return None
+    return text[start:packet_id] + text[end:]
 
 
 class _Fields:

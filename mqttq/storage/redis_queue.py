@@ -27,7 +27,7 @@ from redis.exceptions import RedisError
 from mqttq import lua
 from mqttq.errors import StorageError
 from mqttq.model import Message
-from mqttq.storage.codec_json import PUBREL, message_from_json, message_to_json
+from mqttq.storage.codec_json import PUBREL, DecodedMessages, json_per_message
 from mqttq.storage.memory import MAX_QUEUE_LIMIT
 from mqttq.storage.ports import QueuedMessage, QueueFullPolicy
 from mqttq.storage.redis_keys import RedisClient, SessionKeys, connect, packet_id_of, redacted
@@ -100,6 +100,9 @@ class RedisMessageQueue:
         self._scripts: dict[str, AsyncScript] = {}
         self._closed = False
         self._final_statistics = PipelineStatistics()
+        self._decoded = DecodedMessages()
+        """Messages fetched lately: a drain of N sessions holding the same messages
+        decodes each once."""
 
     def __repr__(self) -> str:
         mode = "cluster" if self.cluster else "standalone"
@@ -168,13 +171,14 @@ class RedisMessageQueue:
         for index, (client_id, _message) in enumerate(items):
             by_client.setdefault(client_id, []).append(index)
         save = self._scripts[lua.SAVE]
+        encoded = json_per_message()
         calls = []
         for client_id, indexes in by_client.items():
             args: list[Arg] = [*self._limit_args]
             for index in indexes:
                 message = items[index][1]
                 args.append(self._ttl(message))
-                args.append(message_to_json(message, client_id=client_id, packet_id=0))
+                args.append(encoded(message).for_entry(client_id, 0))
             keys = SessionKeys(self.key_prefix, client_id).queue_keys()
             calls.append((indexes, caller.call(save, keys, args)))
         results: list[QueuedMessage | None] = [None] * len(items)
@@ -196,7 +200,7 @@ class RedisMessageQueue:
         expired: list[int] = []
         for i in range(0, len(reply), 3):
             serial, name, value = reply[i], reply[i + 1].decode(errors="replace"), reply[i + 2]
-            entry = _entry(keys, serial, name, value)
+            entry = _entry(keys, serial, name, value, self._decoded)
             if entry is None:
                 continue
             if entry.message.is_expired(now):
@@ -204,8 +208,7 @@ class RedisMessageQueue:
             else:
                 entries.append(entry)
         if expired:
-            remove = self._scripts[lua.REMOVE]
-            await _all([caller.call(remove, (keys.messages, keys.message(p)), ()) for p in expired])
+            await self.remove_many([(client_id, packet_id) for packet_id in expired])
         return entries
 
     async def remove(self, client_id: str, packet_id: int) -> None:
@@ -213,15 +216,22 @@ class RedisMessageQueue:
         await self.remove_many(((client_id, packet_id),))
 
     async def remove_many(self, entries: Sequence[tuple[str, int]]) -> None:
-        """Delete each (client_id, packet_id) entry: one script call each, all pipelined."""
+        """Delete each (client_id, packet_id) entry: one script call per client (a DEL and
+        a ZREM for all of its entries), all pipelined."""
         if not entries:
             return
         caller = self._running()
         remove = self._scripts[lua.REMOVE]
-        calls = []
+        by_client: dict[str, list[int]] = {}
         for client_id, packet_id in entries:
+            by_client.setdefault(client_id, []).append(packet_id)
+        calls: list[asyncio.Future[Any]] = []
+        for client_id, packet_ids in by_client.items():
             keys = SessionKeys(self.key_prefix, client_id)
-            calls.append(caller.call(remove, (keys.messages, keys.message(packet_id)), ()))
+            calls.extend(
+                caller.call(remove, (keys.messages, *map(keys.message, chunk)), ())
+                for chunk in _chunks(packet_ids, _REMOVE_CHUNK)
+            )
         await _all(calls)
 
     async def mark_pubrel(self, client_id: str, packet_id: int) -> None:
@@ -244,6 +254,14 @@ class RedisMessageQueue:
         await self._running().call(self._scripts[lua.SESSION_NODE], (key,), (node,))
 
 
+_REMOVE_CHUNK: Final = 1000
+"""Entries per remove call at most: Lua's unpack() has a bounded stack (LUAI_MAXCSTACK)."""
+
+
+def _chunks(items: list[int], size: int) -> list[list[int]]:
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
 async def _all(futures: list[asyncio.Future[Any]]) -> list[Any]:
     """The results of `futures`; raises the first failure (gather still retrieves the
     others' failures, so none is reported as never retrieved)."""
@@ -252,7 +270,9 @@ async def _all(futures: list[asyncio.Future[Any]]) -> list[Any]:
     return list(await asyncio.gather(*futures))
 
 
-def _entry(keys: SessionKeys, serial: int, name: str, value: Any) -> QueuedMessage | None:
+def _entry(
+    keys: SessionKeys, serial: int, name: str, value: Any, decoded: DecodedMessages
+) -> QueuedMessage | None:
     """One fetched entry, or None (logged) when it cannot be delivered."""
     packet_id = packet_id_of(name, keys.messages)
     if packet_id is None:
@@ -263,8 +283,8 @@ def _entry(keys: SessionKeys, serial: int, name: str, value: Any) -> QueuedMessa
         _log.error("skipping queue entry %r: it holds a %s, not a message", name, kind)
         return None
     try:
-        stored = message_from_json(value)
+        message, packet_type = decoded.decode(value)
     except StorageError as exc:
         _log.error("skipping unreadable queue entry %r: %s", name, exc)
         return None
-    return QueuedMessage(int(serial), packet_id, stored.message, stored.packet_type == PUBREL)
+    return QueuedMessage(int(serial), packet_id, message, packet_type == PUBREL)

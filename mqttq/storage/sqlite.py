@@ -23,7 +23,12 @@ from typing import Any
 
 from mqttq.errors import StorageError
 from mqttq.model import Message
-from mqttq.storage.codec_json import PUBLISH, message_from_json, message_to_json
+from mqttq.storage.codec_json import (
+    DecodedMessages,
+    json_per_message,
+    message_from_json,
+    message_to_json,
+)
 from mqttq.storage.memory import check_queue_limit
 from mqttq.storage.ports import QueuedMessage, QueueFullPolicy, SessionRecord
 from mqttq.storage.session_json import (
@@ -32,7 +37,7 @@ from mqttq.storage.session_json import (
     will_from_json,
     will_to_json,
 )
-from mqttq.storage.sqlite_writer import SqliteWriter, WriterStatistics
+from mqttq.storage.sqlite_writer import SqliteReader, SqliteWriter, WriterStatistics
 
 _log = logging.getLogger(__name__)
 
@@ -65,6 +70,10 @@ class SqliteStorage:
         self._policy = queue_full_policy
         # Touched only on the writer thread; dropped whenever a job or commit rolls back.
         self._counters: dict[str, _Counters] = {}
+        self._reader = SqliteReader(Path(path))
+        self._decoded = DecodedMessages()
+        """Messages fetched lately (reader thread only): a drain of N sessions holding the
+        same messages decodes each once."""
         self._writer = SqliteWriter(
             Path(path), commit_interval=commit_interval, on_rollback=self._counters.clear
         )
@@ -80,6 +89,7 @@ class SqliteStorage:
     async def close(self) -> None:
         """Commit everything already queued, then close; later calls raise StorageError."""
         await self._writer.close()
+        await self._reader.close()
 
     # --- sessions -------------------------------------------------------------------
 
@@ -119,21 +129,38 @@ class SqliteStorage:
         return await self._writer.submit(lambda conn: self._enqueue(conn, copied))
 
     async def fetch(self, client_id: str, now: float) -> list[QueuedMessage]:
-        """The client's queue in serial order; entries expired at `now` are deleted."""
-        return await self._writer.submit(lambda conn: self._fetch(conn, client_id, now))
+        """The client's queue in serial order; entries expired at `now` are deleted.
+
+        Read on the reader's own connection, from what is committed: a reconnect does not
+        wait for the writer's running batch and its fsync. What the caller awaited before
+        (the broker's barrier: the client's removals, the queue writes in flight) is
+        committed, so it sees those; an entry committed later is handed over live."""
+        self._writer.check_open()
+        entries, expired = await self._reader.run(lambda conn: self._fetch(conn, client_id, now))
+        if expired:
+            await self._writer.submit(lambda conn: self._delete_expired(conn, client_id, now))
+        return entries
 
     async def remove(self, client_id: str, packet_id: int) -> None:
         """Delete the entry with that packet id (PUBACK [MQTT-4.3.2] / PUBCOMP [MQTT-4.3.3])."""
         await self.remove_many(((client_id, packet_id),))
 
     async def remove_many(self, entries: Sequence[tuple[str, int]]) -> None:
-        """Delete each (client_id, packet_id) entry in one job (one savepoint, one commit)."""
+        """Delete each (client_id, packet_id) entry in one job (one savepoint, one commit),
+        with one DELETE per client."""
         copied = list(entries)  # the job runs later, on another thread
 
         def job(conn: sqlite3.Connection) -> None:
+            by_client: dict[str, list[int]] = {}
             for client_id, packet_id in copied:
-                cursor = conn.execute(_REMOVE, (client_id, packet_id))
-                self._forget(client_id, cursor.rowcount)
+                by_client.setdefault(client_id, []).append(packet_id)
+            # One DELETE per client (and per 500 ids: SQLite bounds the parameters).
+            for client_id, packet_ids in by_client.items():
+                for start in range(0, len(packet_ids), _REMOVE_CHUNK):
+                    chunk = packet_ids[start : start + _REMOVE_CHUNK]
+                    sql = _REMOVE_MANY.format(ids=",".join("?" * len(chunk)))
+                    cursor = conn.execute(sql, (client_id, *chunk))
+                    self._forget(client_id, cursor.rowcount)
 
         await self._writer.submit(job)
 
@@ -195,6 +222,7 @@ class SqliteStorage:
         for index, (client_id, _message) in enumerate(items):
             by_client.setdefault(client_id, []).append(index)
         limit = self._limit
+        encoded = json_per_message()
         for client_id, wanted in by_client.items():
             state = self._state(conn, client_id)
             if self._policy is QueueFullPolicy.REJECT_NEW:
@@ -222,9 +250,7 @@ class SqliteStorage:
             ):
                 message = items[index][1]
                 results[index] = QueuedMessage(serial, packet_id, message)
-                text = message_to_json(
-                    message, client_id=client_id, packet_id=packet_id, packet_type=PUBLISH
-                )
+                text = encoded(message).for_entry(client_id, packet_id)
                 rows.append((client_id, serial, packet_id, text, message.expires_at))
             conn.executemany(_INSERT_ENTRY, rows)
             state.count += len(rows)
@@ -261,8 +287,12 @@ class SqliteStorage:
             rows = conn.execute(_USED_IDS_WRAPPED, (client_id, low, high))
         return {packet_id for (packet_id,) in rows}
 
-    def _fetch(self, conn: sqlite3.Connection, client_id: str, now: float) -> list[QueuedMessage]:
+    def _fetch(
+        self, conn: sqlite3.Connection, client_id: str, now: float
+    ) -> tuple[list[QueuedMessage], bool]:
+        """(entries not expired at `now`, whether some were expired); reader thread."""
         entries: list[QueuedMessage] = []
+        decoded = self._decoded
         expired = False
         for serial, packet_id, pubrel, text, expires_at in conn.execute(
             _FETCH, (client_id,)
@@ -271,15 +301,16 @@ class SqliteStorage:
                 expired = True
                 continue
             try:
-                stored = message_from_json(text)
+                message, _packet_type = decoded.decode(text)
             except StorageError as exc:
                 _log.error("skipping unreadable queue entry %s/%d: %s", client_id, serial, exc)
                 continue
-            entries.append(QueuedMessage(serial, packet_id, stored.message, bool(pubrel)))
-        if expired:
-            cursor = conn.execute(_DELETE_EXPIRED, (client_id, now))
-            self._forget(client_id, cursor.rowcount)
-        return entries
+            entries.append(QueuedMessage(serial, packet_id, message, bool(pubrel)))
+        return entries, expired
+
+    def _delete_expired(self, conn: sqlite3.Connection, client_id: str, now: float) -> None:
+        cursor = conn.execute(_DELETE_EXPIRED, (client_id, now))
+        self._forget(client_id, cursor.rowcount)
 
     def _clear(self, conn: sqlite3.Connection, client_id: str) -> None:
         conn.execute("DELETE FROM queue WHERE client_id = ?", (client_id,))
@@ -314,7 +345,8 @@ _FETCH = (
     " WHERE client_id = ? ORDER BY serial"
 )
 _DELETE_EXPIRED = "DELETE FROM queue WHERE client_id = ? AND expires_at <= ?"
-_REMOVE = "DELETE FROM queue WHERE client_id = ? AND packet_id = ?"
+_REMOVE_MANY = "DELETE FROM queue WHERE client_id = ? AND packet_id IN ({ids})"
+_REMOVE_CHUNK = 500
 # The JSON follows the entry's state too, as TBMQ's UPDATE_PACKET_TYPE script does.
 _MARK_PUBREL = (
     "UPDATE queue SET pubrel = 1, message = CASE WHEN json_valid(message)"

@@ -18,6 +18,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeAlias, TypeVar
@@ -114,11 +115,19 @@ class SqliteWriter:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         with self._lock:
-            if not self._accepting:
-                state = "closed" if self._closed else "not open (await open() first)"
-                raise StorageError(f"SQLite storage {self._path} is {state}")
+            self._check_accepting()
             self._queue.put((fn, future, loop))
         return future
+
+    def check_open(self) -> None:
+        """Raise StorageError, as `submit` would, when the writer is not open or closed."""
+        with self._lock:
+            self._check_accepting()
+
+    def _check_accepting(self) -> None:
+        if not self._accepting:
+            state = "closed" if self._closed else "not open (await open() first)"
+            raise StorageError(f"SQLite storage {self._path} is {state}")
 
     async def close(self) -> None:
         """Refuse new jobs, run and commit every job already queued, close the connection.
@@ -244,6 +253,48 @@ class SqliteWriter:
                 conn.execute("ROLLBACK")
             except sqlite3.Error:
                 _log.exception("SQLite rollback failed")
+
+
+class SqliteReader:
+    """A second connection on its own thread, for reads that need only committed data
+    (WAL lets it read while the writer writes). Opened on first use; `close` closes it."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._executor: ThreadPoolExecutor | None = None
+        self._conn: sqlite3.Connection | None = None
+        """Used on the reader thread only."""
+
+    async def run(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """`fn(connection)` on the reader thread; sqlite3 errors become StorageError."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="mqttq-sqlite-reader")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, self._call, fn)
+
+    def _call(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        try:
+            conn = self._conn
+            if conn is None:
+                conn = sqlite3.connect(self._path, isolation_level=None, cached_statements=64)
+                conn.execute("PRAGMA busy_timeout = 5000")
+                conn.execute("PRAGMA query_only = 1")
+                self._conn = conn
+            return fn(conn)
+        except sqlite3.Error as exc:
+            raise _storage_error(exc) from exc
+
+    async def close(self) -> None:
+        executor, self._executor = self._executor, None
+        if executor is None:
+            return
+        await asyncio.get_running_loop().run_in_executor(executor, self._close_connection)
+        executor.shutdown(wait=False)
+
+    def _close_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
 
 
 def _storage_error(exc: Exception) -> StorageError:

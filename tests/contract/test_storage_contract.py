@@ -216,6 +216,41 @@ def test_remove_many_deletes_exactly_those_entries(make_storage: StorageFactory)
     run_with(make_storage(queue_limit=4, queue_full_policy=QueueFullPolicy.REJECT_NEW), body)
 
 
+def test_remove_many_of_a_large_batch(make_storage: StorageFactory) -> None:
+    """More entries of one client than one statement or script call takes (the adapters
+    split them), in one call with another client's: exactly those go, the count too."""
+
+    async def body(s: Storage) -> None:
+        await s.enqueue([("a", msg(n)) for n in range(1, 1301)] + [("b", msg(1))])
+        await s.remove_many([("a", n) for n in range(1, 1201)] + [("b", 1), ("a", 1300)])
+        assert ids(await s.fetch("a", 0)) == [(n, n) for n in range(1201, 1300)]
+        assert await s.fetch("b", 0) == []
+        entries = await s.enqueue([("a", msg(n)) for n in range(1301, 2601)])
+        assert sum(e is not None for e in entries) == 1201  # 99 held: room for 1,201
+        assert len(await s.fetch("a", 0)) == 1300
+
+    run_with(make_storage(queue_limit=1300, queue_full_policy=QueueFullPolicy.REJECT_NEW), body)
+
+
+def test_fetch_sees_every_awaited_write_while_others_run(make_storage: StorageFactory) -> None:
+    """A fetch gives what the awaited enqueues and removals left, in serial order with
+    their packet ids, also while another client's large enqueue is still being written."""
+
+    async def body(s: Storage) -> None:
+        await s.enqueue([("a", msg(n)) for n in range(1, 201)])
+        await s.remove_many([("a", n) for n in range(1, 101, 2)])
+        other = asyncio.ensure_future(s.enqueue([("b", msg(n)) for n in range(5000)]))
+        fetched = await s.fetch("a", 0)
+        assert ids(fetched) == [(n, n) for n in range(2, 101, 2)] + [
+            (n, n) for n in range(101, 201)
+        ]
+        assert payloads(fetched)[:2] == [b"p2", b"p4"]
+        assert len(await other) == 5000
+        assert len(await s.fetch("b", 0)) == 5000
+
+    run_with(make_storage(), body)
+
+
 def test_mark_pubrel_keeps_message_and_packet_id(make_storage: StorageFactory) -> None:
     async def body(s: Storage) -> None:
         await s.enqueue([("a", full_message()), ("a", msg(2))])

@@ -4,10 +4,15 @@
   same packet;
 - the router's per-topic match cache never outlives a subscription change: after any
   sequence of subscribe / unsubscribe / route calls, a router answers like a fresh one
-  that was given only the subscriptions still in force.
+  that was given only the subscriptions still in force;
+- a stored message's JSON encoded once for many entries (`MessageJson`) is the JSON
+  `message_to_json` writes per entry, and the decode memo gives what `message_from_json`
+  gives.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,6 +31,14 @@ from mqttq.codec.reader import NO_PROPERTIES, REASON_CODES
 from mqttq.codec.writer import encode_publish, encode_short_ack
 from mqttq.model import Message, Subscription
 from mqttq.routing.router import Delivery, Router
+from mqttq.storage.codec_json import (
+    PUBLISH,
+    PUBREL,
+    DecodedMessages,
+    MessageJson,
+    message_from_json,
+    message_to_json,
+)
 
 from .strategies import LEVELS, publish_packets
 
@@ -125,3 +138,46 @@ def test_cached_routes_follow_subscription_changes(
     want = fresh.route(message, lambda _c: True)
     assert _plain(got) == _plain(want)
     assert sum(d.shared for d in got) == sum(d.shared for d in want)
+
+
+@st.composite
+def _stored_messages(draw: st.DrawFn) -> Message:
+    packet = draw(publish_packets(5))
+    created = draw(st.integers(0, 2**41)) / 1000
+    expiry = packet.properties.message_expiry_interval
+    return Message(
+        topic=packet.topic or "t",
+        payload=packet.payload,
+        qos=packet.qos,
+        retain=packet.retain,
+        properties=replace(packet.properties, topic_alias=None, subscription_identifiers=[]),
+        created_at=created,
+        expires_at=None if expiry is None else created + expiry,
+        publisher_id=draw(st.text(max_size=8)),
+        subscription_identifiers=tuple(draw(st.lists(st.integers(1, 2**28 - 1), max_size=2))),
+    )
+
+
+@_FAST
+@given(
+    _stored_messages(),
+    st.lists(st.tuples(st.text(max_size=12), st.integers(0, 65535)), min_size=1, max_size=4),
+    st.sampled_from([PUBLISH, PUBREL]),
+)
+def test_message_json_encoded_once_equals_message_to_json(
+    message: Message, entries: list[tuple[str, int]], packet_type: str
+) -> None:
+    """The queue adapters encode a message once per batch (`MessageJson`) and once per
+    entry before: the text is the same, and decoding through the memo gives the message
+    `message_from_json` gives."""
+    encoded = MessageJson(message, packet_type)
+    decoded = DecodedMessages(max_entries=2)
+    for client_id, packet_id in entries:
+        text = encoded.for_entry(client_id, packet_id)
+        expected = message_to_json(
+            message, client_id=client_id, packet_id=packet_id, packet_type=packet_type
+        )
+        assert text == expected
+        stored = message_from_json(expected)
+        assert decoded.decode(text) == (stored.message, packet_type)
+        assert decoded.decode(text.encode()) == (stored.message, packet_type)

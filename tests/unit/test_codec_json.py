@@ -11,7 +11,13 @@ from hypothesis import strategies as st
 from mqttq.codec.properties import Properties
 from mqttq.errors import StorageError
 from mqttq.model import Message
-from mqttq.storage.codec_json import PUBLISH, PUBREL, message_from_json, message_to_json
+from mqttq.storage.codec_json import (
+    PUBLISH,
+    PUBREL,
+    DecodedMessages,
+    message_from_json,
+    message_to_json,
+)
 
 _ms_times = st.integers(min_value=0, max_value=2**42).map(lambda ms: ms / 1000)
 _text = st.text(max_size=20)
@@ -220,3 +226,16 @@ def test_garbage_only_ever_raises_storage_error(text: str | bytes) -> None:
         message_from_json(text)
     except StorageError:
         return
+
+
+def test_decode_memo_shares_only_what_differs_in_client_and_packet_id() -> None:
+    """Entries of another writer's layout (a field between clientId and topicName) are
+    decoded each on their own: two that differ only in that field get their own values."""
+    decoded = DecodedMessages()
+    first = '{"clientId":"a","time":1000,"topicName":"t","qos":1,"packetId":1,"payload":""}'
+    second = '{"clientId":"b","time":2000,"topicName":"t","qos":1,"packetId":2,"payload":""}'
+    assert decoded.decode(first)[0].created_at == 1.0
+    assert decoded.decode(second)[0].created_at == 2.0
+    ours = message_to_json(Message(topic="t", payload=b"x"), client_id='q"1', packet_id=3)
+    again = message_to_json(Message(topic="t", payload=b"x"), client_id="q2", packet_id=4)
+    assert decoded.decode(ours)[0] is decoded.decode(again.encode())[0]

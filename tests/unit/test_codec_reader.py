@@ -30,6 +30,7 @@ from mqttq.codec import (
     decode_packet,
 )
 from mqttq.codec.primitives import decode_string, decode_varint
+from mqttq.codec.writer import encode_packet
 from mqttq.errors import Incomplete, MalformedPacket, PacketTooLarge, ProtocolError
 
 MAX = 268_435_460
@@ -720,3 +721,17 @@ def test_reader_raises_packet_too_large_before_the_body_arrives() -> None:
     reader.feed(b"\x30\xe8\x07")  # remaining length 1000
     with pytest.raises(PacketTooLarge):
         reader.next_packet()
+
+
+def test_reader_copies_a_mutable_buffer_it_is_fed() -> None:
+    """An empty reader keeps fed `bytes` as they are, but copies a bytearray, which its
+    owner may reuse."""
+    data = bytearray(encode_packet(PingreqPacket(), ProtocolLevel.MQTT_5))
+    second = encode_packet(PingrespPacket(), ProtocolLevel.MQTT_5)
+    reader = PacketReader(MAX, ProtocolLevel.MQTT_5)
+    reader.feed(data[:1])
+    data[:] = b"\xff\xff"
+    reader.feed(b"\x00" + second)
+    assert reader.next_packet() == PingreqPacket()
+    assert reader.next_packet() == PingrespPacket()
+    assert reader.next_packet() is None and reader.buffered == 0

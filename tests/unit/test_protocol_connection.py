@@ -356,3 +356,30 @@ def test_nothing_is_sent_after_disconnect() -> None:
     conn.send(PingreqPacket())
     assert not conn.send_publish(PublishPacket("t"))
     assert conn.pending_bytes == 0
+
+
+def test_packets_queued_one_after_another_come_out_in_order_and_once() -> None:
+    """The send buffer starts empty, holds one packet as encoded and grows for more; taking
+    it leaves nothing behind for the next call."""
+    conn = connected()
+    assert conn.pending_bytes == 0 and conn.data_to_send() == b""
+    conn.send_publish_ack(1, 1, ReasonCode.SUCCESS)
+    assert bytes(conn.data_to_send()) == b"\x40\x02\x00\x01"
+    for packet_id in (2, 3, 4):
+        conn.send_publish_ack(1, packet_id, ReasonCode.SUCCESS)
+    assert conn.pending_bytes == 12
+    assert bytes(conn.data_to_send()) == b"\x40\x02\x00\x02\x40\x02\x00\x03\x40\x02\x00\x04"
+    assert conn.pending_bytes == 0 and conn.data_to_send() == b""
+
+
+def test_inbound_topic_alias_table_is_made_on_first_use() -> None:
+    conn = connected()
+    first = PublishPacket("a/b", b"1", properties=Properties(topic_alias=3))
+    again = PublishPacket("", b"2", properties=Properties(topic_alias=3))
+    plain = PublishPacket("c", b"3")
+    got = packets(conn, wire(plain) + wire(first) + wire(again))
+    assert [(p.topic, p.payload) for p in got if isinstance(p, PublishPacket)] == [
+        ("c", b"3"),
+        ("a/b", b"1"),
+        ("a/b", b"2"),
+    ]
