@@ -19,7 +19,13 @@ import logging
 from collections.abc import Callable
 from typing import Final
 
-from mqttq.cluster.reading import READ_BATCH, READ_WAIT, read_forever, stop_reading
+from mqttq.cluster.reading import (
+    READ_BATCH,
+    READ_WAIT,
+    partitions_of,
+    read_forever,
+    stop_reading,
+)
 from mqttq.cluster.replica import ReplicaReader, new_marker, record_headers
 from mqttq.errors import StorageError
 from mqttq.storage.kafka_client import (
@@ -77,7 +83,7 @@ class CompactedTopic:
         created = await admin.ensure_topic(self.topic, 1, COMPACT_CONFIG, timeout=self._timeout)
         if created:
             logger.info("created compacted Kafka topic %s", self.topic)
-        partitions = await admin.partitions(self.topic, timeout=self._timeout)
+        partitions = await partitions_of(admin, self.topic, self._timeout)
         if partitions != 1:
             raise StorageError(
                 f"kafka topic {self.topic!r} has {partitions} partitions: a replicated "

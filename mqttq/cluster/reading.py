@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
-from typing import Final
+from collections.abc import Awaitable, Callable
+from typing import Final, TypeVar
 
 from mqttq.storage.kafka_client import (
     KafkaAdmin,
@@ -21,13 +21,41 @@ from mqttq.storage.kafka_client import (
     TopicPartition,
 )
 
-__all__ = ["open_at_end", "read_forever", "stop_reading"]
+__all__ = [
+    "open_at_end",
+    "partitions_of",
+    "read_forever",
+    "retried",
+    "stop_reading",
+]
+
+T = TypeVar("T")
 
 logger = logging.getLogger("mqttq.cluster")
 
 READ_BATCH: Final = 500
 READ_WAIT: Final = 0.1
 RETRY_PAUSE: Final = 1.0
+
+
+async def retried(call: Callable[[], Awaitable[T]], timeout: float) -> T:
+    """`call()`, tried again while it raises KafkaClientError, for up to `timeout`
+    seconds (a topic created a moment ago may not be in Kafka's metadata yet, or have no
+    partition leader)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        try:
+            return await call()
+        except KafkaClientError:
+            if loop.time() >= deadline:
+                raise
+            await asyncio.sleep(0.2)
+
+
+async def partitions_of(admin: KafkaAdmin, topic: str, timeout: float) -> int:
+    """How many partitions `topic` has (see `retried`)."""
+    return await retried(lambda: admin.partitions(topic, timeout=timeout), timeout)
 
 
 async def open_at_end(
@@ -40,9 +68,9 @@ async def open_at_end(
     """A consumer of every partition of `topics` (which exist), from their end now."""
     partitions: list[TopicPartition] = []
     for topic in topics:
-        count = await admin.partitions(topic, timeout=timeout)
+        count = await partitions_of(admin, topic, timeout)
         partitions.extend(TopicPartition(topic, p) for p in range(count))
-    ends = await admin.end_offsets(partitions, timeout=timeout)
+    ends = await retried(lambda: admin.end_offsets(partitions, timeout=timeout), timeout)
     return KafkaConsumer(
         bootstrap_servers, group_id, [], assign=ends, config={"fetch.min.bytes": 1}
     )
