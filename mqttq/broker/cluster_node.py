@@ -65,6 +65,11 @@ class ClusterNode:
         self._tenant_of_subscriptions: dict[str, str] = {}
         self._order = ConnectOrder()
         self._claims: dict[str, asyncio.Future[None]] = {}
+        self._attaching: set[str] = set()
+        """Requests of this node whose CONNECT is not done yet."""
+        self._superseded: set[str] = set()
+        """Requests of this node whose connection a later event took over, perhaps
+        before the CONNECT finished attaching (`settled` tells the lifecycle)."""
         self.taken_over: Callable[[str], None] = lambda _client_id: None
         """Set by the lifecycle: disconnect this node's connection of a client (0x8E) and
         let its session go to the node it moved to."""
@@ -220,11 +225,13 @@ class ClusterNode:
         if tenant is not None:
             self.hub.space(tenant).remove_client(client_id)
 
-    async def claim(self, client_id: str) -> None:
+    async def claim(self, client_id: str) -> str:
         """Write a connect event for `client_id` and wait until it is read back, so every
-        earlier connection of the client (on any node) is taken over. When Kafka does not
-        confirm in time the CONNECT goes on, logged: this node's own takeover still works."""
+        earlier connection of the client (on any node) is taken over; the request id (give
+        it to `settled` once the CONNECT is done). When Kafka does not confirm in time the
+        CONNECT goes on, logged: this node's own takeover still works."""
         request = uuid.uuid4().hex
+        self._attaching.add(request)
         self._order.register(client_id, request)
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._claims[request] = waiter
@@ -236,9 +243,20 @@ class ClusterNode:
             logger.warning("client %r: connect event not confirmed: %s", client_id, exc)
         finally:
             self._claims.pop(request, None)
+        return request
+
+    def settled(self, request: str) -> bool:
+        """The CONNECT of `request` is done: True when a later connect event took its
+        connection over meanwhile (the caller disconnects it)."""
+        self._attaching.discard(request)
+        if request in self._superseded:
+            self._superseded.discard(request)
+            return True
+        return False
 
     def on_connect_event(self, client_id: str, node_id: str, request: str) -> None:
         """A connect event, in the order of the client's partition."""
+        held = self._order.holds(client_id)
         verdict = self._order.read(client_id, request)
         if verdict is Verdict.OWN:
             waiter = self._claims.get(request)
@@ -253,6 +271,8 @@ class ClusterNode:
                 info, node=node_id, last_node=node_id, disconnected_at=None
             )
         if verdict is Verdict.TAKEN_OVER:
+            if held in self._attaching:
+                self._superseded.add(held)
             logger.info("client %r taken over by node %s", client_id, node_id)
             self.taken_over(client_id)
 

@@ -130,11 +130,19 @@ class Lifecycle:
         self._lock_users[client_id] = self._lock_users.get(client_id, 0) + 1
         try:
             async with lock:
-                if not client.closed and self.hub.cluster is not None:
+                cluster = self.hub.cluster
+                if cluster is None:
+                    if not client.closed:
+                        await self._attach(client, packet, decision)
+                else:
                     # Every earlier connection of this id, on any node, is taken over.
-                    await self.hub.cluster.claim(client_id)
-                if not client.closed:
-                    await self._attach(client, packet, decision)
+                    request = await cluster.claim(client_id)
+                    try:
+                        if not client.closed:
+                            await self._attach(client, packet, decision)
+                    finally:
+                        if cluster.settled(request) and client.session is not None:
+                            self.moved_away(client_id)  # a newer CONNECT elsewhere won
         finally:
             users = self._lock_users[client_id] - 1
             if users:

@@ -6,9 +6,12 @@ from __future__ import annotations
 import itertools
 import time
 
+from confluent_kafka import ConsumerGroupState
+from confluent_kafka.admin import AdminClient
+
 from tests.conftest import BrokerProcess
 from tests.integration.raw_client import RawClient
-from tests.integration.waiting import BrokerFactory
+from tests.integration.waiting import BrokerFactory, wait_for
 from tests.integration.wire import PUBLISH, Packet, Prop
 from tests.kafka.log_helpers import log_config
 
@@ -29,13 +32,37 @@ def node_config(bootstrap: str, prefix: str, redis_url: str, node_id: str) -> st
 def start_nodes(
     broker_factory: BrokerFactory, bootstrap: str, prefix: str, redis_url: str, count: int
 ) -> list[BrokerProcess]:
-    """`count` nodes named node-1, node-2, ..."""
+    """`count` nodes named node-1, node-2, ..., once msg.all's consumer group has them
+    all (so no rebalance replays records in the middle of a test)."""
     nodes = []
     for n in range(1, count + 1):
         node = broker_factory(node_config(bootstrap, prefix, redis_url, f"node-{n}"))
         assert isinstance(node, BrokerProcess)
         nodes.append(node)
+    wait_group(bootstrap, prefix, count)
     return nodes
+
+
+def wait_group(bootstrap: str, prefix: str, members: int) -> None:
+    """Wait until the consumer group of `<prefix>msg.all` is stable with `members`."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    group = f"{prefix}msg.all.consumers"
+
+    def stable() -> bool:
+        described = admin.describe_consumer_groups([group])[group].result(timeout=10)
+        return bool(
+            described.state == ConsumerGroupState.STABLE and len(described.members) == members
+        )
+
+    wait_for(stable, timeout=DEADLINE, interval=0.5, what=f"{members} members in {group}")
+
+
+def kill9(node: BrokerProcess) -> None:
+    """SIGKILL the node, and leave it dead."""
+    assert node.process is not None
+    node.process.kill()
+    node.process.wait()
+    node.process = None
 
 
 _probes = itertools.count()

@@ -1,0 +1,93 @@
+"""Session takeover across nodes (issue 15): a client connecting to node 2 while it is
+connected to node 1 is disconnected on node 1 with 0x8E Session taken over; two racing
+CONNECTs on two nodes end with one live connection, never two."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.cluster.cluster_helpers import PERSISTENT, payloads, start_nodes, wait_routed
+from tests.integration.helpers import Clients
+from tests.integration.raw_client import RawClient
+from tests.integration.waiting import BrokerFactory
+from tests.integration.wire import (
+    CONNACK,
+    DISCONNECT,
+    RC,
+    ConnectionClosed,
+    assert_disconnected_with,
+    connect_packet,
+)
+from tests.kafka_service import KafkaServer
+
+pytestmark = [pytest.mark.mqttq_only, pytest.mark.slow]
+
+
+def test_connect_on_another_node_takes_the_session_over(
+    kafka: KafkaServer,
+    kafka_prefix: str,
+    redis_url: str,
+    broker_factory: BrokerFactory,
+    clients: Clients,
+) -> None:
+    """The persistent session moves with its client: node 1's connection gets 0x8E, node
+    2 answers session present, and messages reach the client on node 2."""
+    one, two = start_nodes(broker_factory, kafka.bootstrap, kafka_prefix, redis_url, 2)
+    first = clients.connected(one, "mover", level=5, clean=False, props=PERSISTENT)
+    assert first.subscribe(("m/#", 1)).reason_codes == (1,)
+    second = clients.raw(two)
+    connack = second.connect("mover", level=5, clean=False, props=PERSISTENT)
+    assert connack.session_present
+    assert_disconnected_with(first.wait_closed(timeout=60), RC.SESSION_TAKEN_OVER)
+
+    publisher = clients.connected(one, "pub", level=5)
+    wait_routed(publisher, "m", second)
+    for n in range(5):
+        publisher.publish("m/x", b"after-%d" % n, qos=1)
+    assert payloads(second, 5) == [b"after-%d" % n for n in range(5)]
+
+
+def _taken_over(client: RawClient, wait: float) -> bool:
+    """True once the server sent DISCONNECT 0x8E and closed (within `wait` seconds)."""
+    try:
+        pkt = client.try_recv(wait)
+    except ConnectionClosed:
+        raise AssertionError("closed without DISCONNECT 0x8E") from None
+    if pkt is None:
+        return False
+    assert (pkt.type, pkt.reason_code) == (DISCONNECT, RC.SESSION_TAKEN_OVER), pkt
+    assert client.wait_closed() == []
+    return True
+
+
+def test_racing_connects_end_with_one_session(
+    kafka: KafkaServer,
+    kafka_prefix: str,
+    redis_url: str,
+    broker_factory: BrokerFactory,
+    clients: Clients,
+) -> None:
+    """The same client id connects to two nodes at once, several times: each time one
+    connection is taken over (0x8E) and the other one lives on."""
+    one, two = start_nodes(broker_factory, kafka.bootstrap, kafka_prefix, redis_url, 2)
+    for attempt in range(5):
+        pair = [clients.raw(one), clients.raw(two)]
+        packet = connect_packet("racer", level=5, clean=attempt % 2 == 0, props=PERSISTENT)
+        for client in pair:
+            client.send(packet)
+        for client in pair:
+            connack = client.recv(timeout=60)
+            assert (connack.type, connack.reason_code) == (CONNACK, 0), connack
+            client.v5 = True
+        deadline = time.monotonic() + 60
+        losers: list[RawClient] = []
+        while not losers:
+            assert time.monotonic() < deadline, f"attempt {attempt}: both connections live"
+            losers = [client for client in pair if _taken_over(client, 0.2)]
+        assert len(losers) == 1, f"attempt {attempt}: both connections taken over"
+        (survivor,) = [client for client in pair if client not in losers]
+        survivor.ping()  # alive, and still so after the loser's node let go
+        survivor.expect_silence(1.0)
+        survivor.disconnect()
