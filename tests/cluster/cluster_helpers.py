@@ -29,17 +29,22 @@ def node_config(bootstrap: str, prefix: str, redis_url: str, node_id: str) -> st
     return log_config(bootstrap, prefix, extra, device="redis")
 
 
-def start_nodes(
-    broker_factory: BrokerFactory, bootstrap: str, prefix: str, redis_url: str, count: int
+def start_nodes(  # noqa: PLR0917 (a cluster's settings)
+    broker_factory: BrokerFactory,
+    bootstrap: str,
+    prefix: str,
+    redis_url: str,
+    count: int,
+    first: int = 1,
 ) -> list[BrokerProcess]:
-    """`count` nodes named node-1, node-2, ..., once msg.all's consumer group has them
-    all (so no rebalance replays records in the middle of a test)."""
+    """`count` nodes named node-<first>, node-<first + 1>, ..., once msg.all's consumer
+    group has every node up to them (so no rebalance replays records in mid-test)."""
     nodes = []
-    for n in range(1, count + 1):
+    for n in range(first, first + count):
         node = broker_factory(node_config(bootstrap, prefix, redis_url, f"node-{n}"))
         assert isinstance(node, BrokerProcess)
         nodes.append(node)
-    wait_group(bootstrap, prefix, count)
+    wait_group(bootstrap, prefix, first + count - 1)
     return nodes
 
 
@@ -70,9 +75,10 @@ _probes = itertools.count()
 
 def wait_routed(publisher: RawClient, topic_prefix: str, *subscribers: RawClient) -> None:
     """Publish QoS 0 probes on `<topic_prefix>/probe` until every subscriber got one: the
-    node that routes this publisher's messages knows their subscriptions (and the
-    consumer group of msg.all has settled). The subscribers' filters must match it."""
+    node that routes this publisher's messages knows their subscriptions. The
+    subscribers' filters must match it. Other PUBLISHes are left for the next reads."""
     waiting = list(subscribers)
+    kept: dict[RawClient, list[Packet]] = {subscriber: [] for subscriber in subscribers}
     deadline = time.monotonic() + DEADLINE
     while waiting:
         assert time.monotonic() < deadline, "no route to the subscribers"
@@ -83,10 +89,15 @@ def wait_routed(publisher: RawClient, topic_prefix: str, *subscribers: RawClient
                 pkt = subscriber.try_recv(max(0.0, next_round - time.monotonic()))
                 if pkt is None:
                     break
+                if pkt.type == PUBLISH and not pkt.topic.endswith(PROBE):
+                    kept[subscriber].append(pkt)  # acknowledged when read again
+                    continue
                 subscriber.ack(pkt)
-                if pkt.type == PUBLISH and pkt.topic.endswith(PROBE):
+                if pkt.type == PUBLISH:
                     waiting.remove(subscriber)
                     break
+    for subscriber, packets in kept.items():
+        subscriber._stash.extend(packets)  # read again by the next receive
 
 
 def payloads(subscriber: RawClient, count: int, *, timeout: float = DEADLINE) -> list[bytes]:

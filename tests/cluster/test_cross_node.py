@@ -7,25 +7,19 @@ from __future__ import annotations
 import pytest
 import redis
 
-from tests.cluster.cluster_helpers import PERSISTENT, start_nodes, until_all, wait_routed
+from tests.cluster.cluster_helpers import PERSISTENT, until_all, wait_routed
+from tests.cluster.conftest import Nodes
 from tests.integration.helpers import Clients
-from tests.integration.waiting import BrokerFactory
-from tests.kafka.log_helpers import log_config
-from tests.kafka_service import KafkaServer
 
 pytestmark = [pytest.mark.mqttq_only, pytest.mark.slow]
 
 
 def test_qos_0_1_2_cross_nodes_in_publish_order(
-    kafka: KafkaServer,
-    kafka_prefix: str,
-    redis_url: str,
-    broker_factory: BrokerFactory,
-    clients: Clients,
+    nodes: Nodes, redis_url: str, clients: Clients
 ) -> None:
     """A publisher on node 1; a non-persistent subscriber on node 2 and a persistent
     DEVICE subscriber on node 3 each get every message, per QoS in publish order."""
-    one, two, three = start_nodes(broker_factory, kafka.bootstrap, kafka_prefix, redis_url, 3)
+    one, two, three = nodes(3)
     live = clients.connected(two, "live", level=5)
     assert live.subscribe(("x/#", 2)).reason_codes == (2,)
     device = clients.connected(three, "device", level=5, clean=False, props=PERSISTENT)
@@ -53,16 +47,12 @@ def test_qos_0_1_2_cross_nodes_in_publish_order(
 
 
 def test_retained_and_subscriptions_reach_a_node_started_later(
-    kafka: KafkaServer,
-    kafka_prefix: str,
-    redis_url: str,
-    broker_factory: BrokerFactory,
-    clients: Clients,
+    nodes: Nodes, redis_url: str, clients: Clients
 ) -> None:
     """Node 1 holds a retained message and an offline persistent session; node 2,
     started afterwards, serves the retained message to a new subscriber, routes a new
     message into the offline session's Redis queue, and resumes that session."""
-    (one,) = start_nodes(broker_factory, kafka.bootstrap, kafka_prefix, redis_url, 1)
+    (one,) = nodes(1)
     publisher = clients.connected(one, "pub-1", level=5)
     assert publisher.publish("r/state", b"on", qos=1, retain=True) is not None
     check = clients.connected(one, "check", level=5)
@@ -72,8 +62,7 @@ def test_retained_and_subscriptions_reach_a_node_started_later(
     assert away.subscribe(("s/#", 1)).reason_codes == (1,)
     away.disconnect()
 
-    extra = f'[redis]\nurl = "{redis_url}"\n[cluster]\nnode_id = "node-2"\n'
-    two = broker_factory(log_config(kafka.bootstrap, kafka_prefix, extra, device="redis"))
+    (two,) = nodes(1, first=2)
     late = clients.connected(two, "late", level=5)
     late.subscribe(("r/#", 1))
     (retained,) = late.receive_messages(1)

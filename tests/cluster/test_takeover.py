@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from tests.cluster.cluster_helpers import PERSISTENT, payloads, start_nodes, wait_routed
+from tests.cluster.cluster_helpers import PERSISTENT, payloads, wait_routed
+from tests.cluster.conftest import Nodes
 from tests.integration.helpers import Clients
 from tests.integration.raw_client import RawClient
-from tests.integration.waiting import BrokerFactory
 from tests.integration.wire import (
     CONNACK,
     DISCONNECT,
@@ -20,21 +20,14 @@ from tests.integration.wire import (
     assert_disconnected_with,
     connect_packet,
 )
-from tests.kafka_service import KafkaServer
 
 pytestmark = [pytest.mark.mqttq_only, pytest.mark.slow]
 
 
-def test_connect_on_another_node_takes_the_session_over(
-    kafka: KafkaServer,
-    kafka_prefix: str,
-    redis_url: str,
-    broker_factory: BrokerFactory,
-    clients: Clients,
-) -> None:
+def test_connect_on_another_node_takes_the_session_over(nodes: Nodes, clients: Clients) -> None:
     """The persistent session moves with its client: node 1's connection gets 0x8E, node
     2 answers session present, and messages reach the client on node 2."""
-    one, two = start_nodes(broker_factory, kafka.bootstrap, kafka_prefix, redis_url, 2)
+    one, two = nodes(2)
     first = clients.connected(one, "mover", level=5, clean=False, props=PERSISTENT)
     assert first.subscribe(("m/#", 1)).reason_codes == (1,)
     second = clients.raw(two)
@@ -62,16 +55,10 @@ def _taken_over(client: RawClient, wait: float) -> bool:
     return True
 
 
-def test_racing_connects_end_with_one_session(
-    kafka: KafkaServer,
-    kafka_prefix: str,
-    redis_url: str,
-    broker_factory: BrokerFactory,
-    clients: Clients,
-) -> None:
+def test_racing_connects_end_with_one_session(nodes: Nodes, clients: Clients) -> None:
     """The same client id connects to two nodes at once, several times: each time one
     connection is taken over (0x8E) and the other one lives on."""
-    one, two = start_nodes(broker_factory, kafka.bootstrap, kafka_prefix, redis_url, 2)
+    one, two = nodes(2)
     for attempt in range(5):
         pair = [clients.raw(one), clients.raw(two)]
         packet = connect_packet("racer", level=5, clean=attempt % 2 == 0, props=PERSISTENT)

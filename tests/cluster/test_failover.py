@@ -1,0 +1,96 @@
+"""Failover (issue 15): after `kill -9` of a node its clients reconnect to another node and
+find their persistent sessions, with nothing acknowledged lost; `$share` groups whose
+members are on different nodes split a stream, each message to exactly one member."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from tests.cluster.cluster_helpers import (
+    DEADLINE,
+    PERSISTENT,
+    kill9,
+    payloads,
+    until_all,
+    wait_routed,
+)
+from tests.cluster.conftest import Nodes
+from tests.integration.helpers import Clients
+from tests.integration.waiting import wait_for
+
+pytestmark = [pytest.mark.mqttq_only, pytest.mark.slow]
+
+
+def test_kill9_of_a_node_loses_nothing_acknowledged(
+    nodes: Nodes, redis_url: str, clients: Clients
+) -> None:
+    """A persistent DEVICE subscriber on node 2 reads part of a QoS 1 stream published on
+    node 1; node 2 is killed; more is published; the subscriber reconnects to node 3:
+    session present, every acknowledged message arrives (first arrivals in order), and
+    the stream goes on live on node 3."""
+    one, two, three = nodes(3)
+    device = clients.connected(two, "device", level=5, clean=False, props=PERSISTENT)
+    assert device.subscribe(("k/#", 1)).reason_codes == (1,)
+    publisher = clients.connected(one, "pub", level=5)
+    wait_routed(publisher, "k", device)
+
+    sent = [b"m-%03d" % n for n in range(60)]
+    for payload in sent[:30]:
+        ack = publisher.publish("k/x", payload, qos=1)
+        assert ack is not None and ack.reason_code == 0
+    before = payloads(device, 10)  # the rest may or may not have arrived: no matter
+    kill9(two)
+    for payload in sent[30:50]:
+        ack = publisher.publish("k/x", payload, qos=1)
+        assert ack is not None and ack.reason_code == 0
+    # Routed into the Redis queue (by whichever node holds the partition now).
+    store = redis.Redis.from_url(redis_url)
+    wait_for(
+        lambda: store.zcard("{device}_messages") >= 20,
+        timeout=DEADLINE,
+        what="the messages published after the kill in the device's Redis queue",
+    )
+
+    again = clients.raw(three)
+    connack = again.connect("device", level=5, clean=False, props=PERSISTENT)
+    assert connack.session_present
+    wait_routed(publisher, "k", again)
+    for payload in sent[50:]:
+        ack = publisher.publish("k/x", payload, qos=1)
+        assert ack is not None and ack.reason_code == 0
+    after = until_all(again, [p for p in sent if p not in before])
+    first = list(dict.fromkeys(before + after))
+    assert first == sent
+
+
+def test_shared_group_split_across_nodes(nodes: Nodes, clients: Clients) -> None:
+    """Members of `$share/g/s/#` on nodes 1 and 2, a publisher on node 3: every message
+    reaches exactly one member, and both members get some."""
+    one, two, three = nodes(3)
+    members = [clients.connected(one, "member-1", level=5), clients.connected(two, "member-2")]
+    for member in members:
+        assert member.subscribe(("$share/g/s/#", 1)).reason_codes == (1,)
+    publisher = clients.connected(three, "pub", level=5)
+    wait_routed(publisher, "s", *members)
+
+    sent = [b"s-%03d" % n for n in range(60)]
+    for payload in sent:
+        ack = publisher.publish("s/x", payload, qos=1)
+        assert ack is not None and ack.reason_code == 0
+    got: list[list[bytes]] = [[], []]
+    deadline_ok = True
+    while sorted(got[0] + got[1]) != sent and deadline_ok:
+        for index, member in enumerate(members):
+            pkt = member.try_recv(0.2)
+            if pkt is None:
+                continue
+            member.ack(pkt)
+            if pkt.topic == "s/x":
+                got[index].append(pkt.payload)
+        deadline_ok = len(got[0]) + len(got[1]) <= len(sent)
+    assert sorted(got[0] + got[1]) == sent  # each one exactly once
+    assert got[0] and got[1]
+    for member in members:
+        member.ping()
+        member.expect_silence(1.0)  # no late duplicate
