@@ -271,10 +271,12 @@ class ClusterNode:
                 info, node=node_id, last_node=node_id, disconnected_at=None
             )
         if verdict is Verdict.TAKEN_OVER:
-            if held in self._attaching:
-                self._superseded.add(held)
             logger.info("client %r taken over by node %s", client_id, node_id)
-            self.taken_over(client_id)
+            if held in self._attaching:
+                # Its CONNACK is not out yet: the lifecycle hands it over right after.
+                self._superseded.add(held)
+            else:
+                self.taken_over(client_id)
 
     # ------------------------------------------------------------------ delivery
 
@@ -298,40 +300,46 @@ class ClusterNode:
                 return app_log.produce(tenant, client_id, out, delivery.share)
             if out.qos or (node is None and hub.settings.queue_qos0):
                 queued = hub.enqueue_stored([(client_id, out)])
-                if node is None:
-                    return queued
-                return self._then_downlink(queued, node, client_id, tenant)
+                return self._hand_over_when_stored(queued, client_id, tenant)
         if node is None:
             return None
         self.downlinked += 1
         return self.link.send_downlink(node, client_id, tenant, out)
 
-    def _then_downlink(
-        self, queued: asyncio.Future[list[Any]], node: str, client_id: str, tenant: str
+    def _hand_over_when_stored(
+        self, queued: asyncio.Future[list[Any]], client_id: str, tenant: str
     ) -> asyncio.Future[Any]:
-        """Once `queued` holds the entry, send it on `node`'s persisted downlink."""
+        """Once `queued` holds the entry, hand it to the client where it is connected
+        then (not where it was when the message was routed: it may have just moved, and
+        its new node may have fetched its queue already): this node's session, or its
+        node's persisted downlink. Offline: the entry waits in storage."""
         done: asyncio.Future[Any] = queued.get_loop().create_future()
 
         def sent(produced: asyncio.Future[Any]) -> None:
-            if done.done():
-                return
             if produced.cancelled() or produced.exception() is not None:
                 # The entry is in Redis: the client gets it on its next connection.
-                logger.warning("persisted downlink to %s failed: %s", node, produced)
-            done.set_result(None)
+                logger.warning("persisted downlink for %r failed: %s", client_id, produced)
+            if not done.done():
+                done.set_result(None)
 
         def stored(entries: asyncio.Future[list[Any]]) -> None:
             if entries.cancelled() or entries.exception() is not None:
                 done.set_exception(StorageError(f"queueing for {client_id!r} failed"))
                 return
             entry: QueuedMessage | None = entries.result()[0]
-            if entry is None:  # the queue was full (reject_new)
-                done.set_result(None)
+            session = self.hub.sessions.get(client_id)
+            info = self.directory.get(client_id)
+            node = None if info is None else info.node
+            if entry is not None and session is not None and not session.ended:
+                if session.persistent:
+                    session.deliver_stored(entry)  # the client came to this node
+            elif entry is not None and node is not None and node != self.node_id:
+                self.downlinked += 1
+                self.link.send_downlink(
+                    node, client_id, tenant, entry.message, entry
+                ).add_done_callback(sent)
                 return
-            self.downlinked += 1
-            self.link.send_downlink(
-                node, client_id, tenant, entry.message, entry
-            ).add_done_callback(sent)
+            done.set_result(None)
 
         queued.add_done_callback(stored)
         return done
