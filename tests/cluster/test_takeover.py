@@ -1,17 +1,20 @@
 """Session takeover across nodes (issue 15): a client connecting to node 2 while it is
 connected to node 1 is disconnected on node 1 with 0x8E Session taken over; two racing
-CONNECTs on two nodes end with one live connection, never two."""
+CONNECTs on two nodes end with one live connection, never two; a clean start on another
+node clears the shared session (subscriptions, Redis queue)."""
 
 from __future__ import annotations
 
 import time
 
 import pytest
+import redis
 
 from tests.cluster.cluster_helpers import PERSISTENT, payloads, wait_routed
 from tests.cluster.conftest import Nodes
 from tests.integration.helpers import Clients
 from tests.integration.raw_client import RawClient
+from tests.integration.waiting import wait_for
 from tests.integration.wire import (
     CONNACK,
     DISCONNECT,
@@ -78,3 +81,31 @@ def test_racing_connects_end_with_one_session(nodes: Nodes, clients: Clients) ->
         survivor.ping()  # alive, and still so after the loser's node let go
         survivor.expect_silence(1.0)
         survivor.disconnect()
+
+
+def test_clean_start_on_another_node_clears_the_shared_session(
+    nodes: Nodes, redis_url: str, clients: Clients
+) -> None:
+    """A persistent session left on node 1 with queued messages; the client comes back on
+    node 2 with clean start: no session present, its Redis queue is gone, and its old
+    subscription no longer routes anything to it."""
+    one, two = nodes(2)
+    away = clients.connected(one, "fresh", level=5, clean=False, props=PERSISTENT)
+    assert away.subscribe(("old/#", 1)).reason_codes == (1,)
+    away.disconnect()
+    publisher = clients.connected(one, "pub", level=5)
+    for n in range(3):
+        publisher.publish("old/x", b"queued-%d" % n, qos=1)
+    store = redis.Redis.from_url(redis_url)
+    wait_for(lambda: store.zcard("{fresh}_messages") == 3, timeout=60, what="3 queued")
+
+    again = clients.raw(two)
+    connack = again.connect("fresh", level=5, clean=True, props=PERSISTENT)
+    assert not connack.session_present
+    wait_for(lambda: store.zcard("{fresh}_messages") == 0, timeout=60, what="queue cleared")
+    assert again.subscribe(("new/#", 1)).reason_codes == (1,)
+    wait_routed(publisher, "new", again)
+    publisher.publish("old/x", b"not-for-you", qos=1)
+    publisher.publish("new/x", b"for-you", qos=1)
+    assert payloads(again, 1) == [b"for-you"]  # nothing of old/# came before it
+    again.expect_silence(1.0)
