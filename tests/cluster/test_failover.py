@@ -1,6 +1,7 @@
 """Failover (issue 15): after `kill -9` of a node its clients reconnect to another node and
-find their persistent sessions, with nothing acknowledged lost; `$share` groups whose
-members are on different nodes split a stream, each message to exactly one member."""
+find their persistent sessions (DEVICE queue in Redis, APPLICATION topic and offsets),
+with nothing acknowledged lost; `$share` groups whose members are on different nodes
+split a stream, each message to exactly one member."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from tests.cluster.cluster_helpers import (
 from tests.cluster.conftest import Nodes
 from tests.integration.helpers import Clients
 from tests.integration.waiting import wait_for
+from tests.kafka_app.app_helpers import add_app_credential, connect_app
 
 pytestmark = [pytest.mark.mqttq_only, pytest.mark.slow]
 
@@ -94,3 +96,30 @@ def test_shared_group_split_across_nodes(nodes: Nodes, clients: Clients) -> None
     for member in members:
         member.ping()
         member.expect_silence(1.0)  # no late duplicate
+
+
+def test_application_client_fails_over_with_its_kafka_topic(nodes: Nodes, clients: Clients) -> None:
+    """A persistent APPLICATION client on node 2 (its messages in its own Kafka topic):
+    node 2 is killed, the client reconnects to node 1 and gets every acknowledged message,
+    the ones published while it was away included, in order."""
+    one, two = nodes(2)
+    for node in (one, two):
+        add_app_credential(node)
+    app = connect_app(clients, two, "analytics")
+    assert app.subscribe(("a/#", 1)).reason_codes == (1,)
+    publisher = clients.connected(one, "pub", level=5)
+    wait_routed(publisher, "a", app)
+    sent = [b"a-%02d" % n for n in range(20)]
+    for payload in sent[:10]:
+        ack = publisher.publish("a/x", payload, qos=1)
+        assert ack is not None and ack.reason_code == 0
+    before = payloads(app, 10)
+    app.ping()
+    kill9(two)
+    app.close()
+    for payload in sent[10:]:
+        ack = publisher.publish("a/x", payload, qos=1)
+        assert ack is not None and ack.reason_code == 0
+    again = connect_app(clients, one, "analytics", expect_present=True)
+    after = until_all(again, sent[10:])
+    assert list(dict.fromkeys(before + after)) == sent
