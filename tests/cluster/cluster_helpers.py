@@ -122,3 +122,10 @@ def until_all(subscriber: RawClient, expected: list[bytes]) -> list[bytes]:
         got += batch
         missing.difference_update(batch)
     return got
+
+
+def publish_acked(publisher: RawClient, topic: str, messages: list[bytes], qos: int = 1) -> None:
+    """Publish each message at `qos` (1 or 2), asserting every flow ended with success."""
+    for payload in messages:
+        ack = publisher.publish(topic, payload, qos=qos)
+        assert ack is not None and ack.reason_code == 0, ack

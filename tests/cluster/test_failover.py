@@ -13,6 +13,7 @@ from tests.cluster.cluster_helpers import (
     PERSISTENT,
     kill9,
     payloads,
+    publish_acked,
     until_all,
     wait_routed,
 )
@@ -38,14 +39,10 @@ def test_kill9_of_a_node_loses_nothing_acknowledged(
     wait_routed(publisher, "k", device)
 
     sent = [b"m-%03d" % n for n in range(60)]
-    for payload in sent[:30]:
-        ack = publisher.publish("k/x", payload, qos=1)
-        assert ack is not None and ack.reason_code == 0
+    publish_acked(publisher, "k/x", sent[:30])
     before = payloads(device, 10)  # the rest may or may not have arrived: no matter
     kill9(two)
-    for payload in sent[30:50]:
-        ack = publisher.publish("k/x", payload, qos=1)
-        assert ack is not None and ack.reason_code == 0
+    publish_acked(publisher, "k/x", sent[30:50])
     # Routed into the Redis queue (by whichever node holds the partition now).
     store = redis.Redis.from_url(redis_url)
     wait_for(
@@ -58,9 +55,7 @@ def test_kill9_of_a_node_loses_nothing_acknowledged(
     connack = again.connect("device", level=5, clean=False, props=PERSISTENT)
     assert connack.session_present
     wait_routed(publisher, "k", again)
-    for payload in sent[50:]:
-        ack = publisher.publish("k/x", payload, qos=1)
-        assert ack is not None and ack.reason_code == 0
+    publish_acked(publisher, "k/x", sent[50:])
     after = until_all(again, [p for p in sent if p not in before])
     first = list(dict.fromkeys(before + after))
     assert first == sent
@@ -77,9 +72,7 @@ def test_shared_group_split_across_nodes(nodes: Nodes, clients: Clients) -> None
     wait_routed(publisher, "s", *members)
 
     sent = [b"s-%03d" % n for n in range(60)]
-    for payload in sent:
-        ack = publisher.publish("s/x", payload, qos=1)
-        assert ack is not None and ack.reason_code == 0
+    publish_acked(publisher, "s/x", sent)
     got: list[list[bytes]] = [[], []]
     deadline_ok = True
     while sorted(got[0] + got[1]) != sent and deadline_ok:
@@ -110,16 +103,12 @@ def test_application_client_fails_over_with_its_kafka_topic(nodes: Nodes, client
     publisher = clients.connected(one, "pub", level=5)
     wait_routed(publisher, "a", app)
     sent = [b"a-%02d" % n for n in range(20)]
-    for payload in sent[:10]:
-        ack = publisher.publish("a/x", payload, qos=1)
-        assert ack is not None and ack.reason_code == 0
+    publish_acked(publisher, "a/x", sent[:10])
     before = payloads(app, 10)
     app.ping()
     kill9(two)
     app.close()
-    for payload in sent[10:]:
-        ack = publisher.publish("a/x", payload, qos=1)
-        assert ack is not None and ack.reason_code == 0
+    publish_acked(publisher, "a/x", sent[10:])
     again = connect_app(clients, one, "analytics", expect_present=True)
     after = until_all(again, sent[10:])
     assert list(dict.fromkeys(before + after)) == sent
