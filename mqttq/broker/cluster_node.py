@@ -153,6 +153,8 @@ class ClusterNode:
         """`session` is over on this node: its records are deleted, unless the client
         moved to another node (whose records they are now)."""
         client_id = session.client_id
+        if self._order.request_of(client_id) not in self._attaching:
+            self._order.forget(client_id)  # no connection of it here any more
         info = self.directory.get(client_id)
         if info is not None and info.last_node != self.node_id:
             return

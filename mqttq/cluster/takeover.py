@@ -47,11 +47,6 @@ class ConnectOrder:
         any earlier connection of the client on this node)."""
         self._local[client_id] = (request, False)
 
-    def release(self, client_id: str, request: str) -> None:
-        """The connection made by `request` ended (later events do not concern it)."""
-        if self._local.get(client_id, ("", False))[0] == request:
-            del self._local[client_id]
-
     def read(self, client_id: str, request: str) -> Verdict:
         """The verdict of the next event of `client_id` in the partition's order."""
         local = self._local.get(client_id)
@@ -65,6 +60,15 @@ class ConnectOrder:
             del self._local[client_id]
             return Verdict.TAKEN_OVER
         return Verdict.IGNORE
+
+    def request_of(self, client_id: str) -> str | None:
+        """The request of the client's local connection, confirmed or not."""
+        local = self._local.get(client_id)
+        return None if local is None else local[0]
+
+    def forget(self, client_id: str) -> None:
+        """The client has no connection on this node any more (later events: IGNORE)."""
+        self._local.pop(client_id, None)
 
     def holds(self, client_id: str) -> str | None:
         """The request of the client's confirmed local connection, if any."""
