@@ -19,8 +19,9 @@ What this node knows of the others, and what it tells them:
   (takeover.py has the ordering rule).
 
 Known limits: a persistent session whose node died is not expired until that node starts
-again or the client reconnects; the old connection's will is not published on a takeover
-across nodes.
+again or the client reconnects; an entry queued for a client in the moment it moves may
+wait in Redis until its next connection (when the routing node had not yet read the
+client's connect event once the entry was stored, and the new node had fetched already).
 """
 
 from __future__ import annotations
@@ -67,12 +68,13 @@ class ClusterNode:
         self._claims: dict[str, asyncio.Future[None]] = {}
         self._attaching: set[str] = set()
         """Requests of this node whose CONNECT is not done yet."""
-        self._superseded: set[str] = set()
+        self._superseded: dict[str, bool] = {}
         """Requests of this node whose connection a later event took over, perhaps
         before the CONNECT finished attaching (`settled` tells the lifecycle)."""
-        self.taken_over: Callable[[str], None] = lambda _client_id: None
+        self.taken_over: Callable[[str, bool], None] = lambda _client_id, _ends: None
         """Set by the lifecycle: disconnect this node's connection of a client (0x8E) and
-        let its session go to the node it moved to."""
+        let its session go to the node it moved to; True: the new connection started a
+        new session (the old one ended)."""
         self.downlinked = 0
         """Deliveries sent to other nodes."""
         self.received = 0
@@ -98,7 +100,7 @@ class ClusterNode:
             and not local.ended
         ):
             # The client resumed on another node: this node's offline copy is stale.
-            self.taken_over(client_id)
+            self.taken_over(client_id, False)
 
     def on_subscriptions(
         self, client_id: str, tenant: str | None, subscriptions: list[Subscription]
@@ -227,7 +229,7 @@ class ClusterNode:
         if tenant is not None:
             self.hub.space(tenant).remove_client(client_id)
 
-    async def claim(self, client_id: str) -> str:
+    async def claim(self, client_id: str, clean_start: bool) -> str:
         """Write a connect event for `client_id` and wait until it is read back, so every
         earlier connection of the client (on any node) is taken over; the request id (give
         it to `settled` once the CONNECT is done). When Kafka does not confirm in time the
@@ -239,7 +241,7 @@ class ClusterNode:
         self._claims[request] = waiter
         try:
             async with asyncio.timeout(CLAIM_TIMEOUT):
-                await self.link.connect_event(client_id, request)
+                await self.link.connect_event(client_id, request, clean_start)
                 await waiter
         except (StorageError, TimeoutError) as exc:
             logger.warning("client %r: connect event not confirmed: %s", client_id, exc)
@@ -247,16 +249,16 @@ class ClusterNode:
             self._claims.pop(request, None)
         return request
 
-    def settled(self, request: str) -> bool:
-        """The CONNECT of `request` is done: True when a later connect event took its
-        connection over meanwhile (the caller disconnects it)."""
+    def settled(self, request: str) -> bool | None:
+        """The CONNECT of `request` is done: None, or when a later connect event took its
+        connection over meanwhile (the caller disconnects it), whether that event started
+        a new session."""
         self._attaching.discard(request)
-        if request in self._superseded:
-            self._superseded.discard(request)
-            return True
-        return False
+        return self._superseded.pop(request, None)
 
-    def on_connect_event(self, client_id: str, node_id: str, request: str) -> None:
+    def on_connect_event(
+        self, client_id: str, node_id: str, request: str, clean_start: bool
+    ) -> None:
         """A connect event, in the order of the client's partition."""
         held = self._order.holds(client_id)
         verdict = self._order.read(client_id, request)
@@ -276,9 +278,9 @@ class ClusterNode:
             logger.info("client %r taken over by node %s", client_id, node_id)
             if held in self._attaching:
                 # Its CONNACK is not out yet: the lifecycle hands it over right after.
-                self._superseded.add(held)
+                self._superseded[held] = clean_start
             else:
-                self.taken_over(client_id)
+                self.taken_over(client_id, clean_start)
 
     # ------------------------------------------------------------------ delivery
 

@@ -136,13 +136,14 @@ class Lifecycle:
                         await self._attach(client, packet, decision)
                 else:
                     # Every earlier connection of this id, on any node, is taken over.
-                    request = await cluster.claim(client_id)
+                    request = await cluster.claim(client_id, decision.clean_start)
                     try:
                         if not client.closed:
                             await self._attach(client, packet, decision)
                     finally:
-                        if cluster.settled(request) and client.session is not None:
-                            self.moved_away(client_id)  # a newer CONNECT elsewhere won
+                        ends = cluster.settled(request)
+                        if ends is not None and client.session is not None:
+                            self.moved_away(client_id, ends)  # a newer CONNECT elsewhere
         finally:
             users = self._lock_users[client_id] - 1
             if users:
@@ -412,18 +413,26 @@ class Lifecycle:
         )
         self.wills.session_ended(session.client_id)
 
-    def moved_away(self, client_id: str) -> None:
+    def moved_away(self, client_id: str, session_ends: bool = False) -> None:
         """The client connected to another node (a later connect event): this node's
         connection of it gets DISCONNECT 0x8E Session taken over [MQTT-3.1.4-3], and its
-        session is left to that node (records, subscriptions and queue stay)."""
+        session is left to that node (records, subscriptions and queue stay). With
+        `session_ends` (the new connection has clean start) the old connection's will is
+        published now [MQTT-3.1.2-8]; else it is cancelled [MQTT-3.1.3-9]."""
         session = self.hub.sessions.get(client_id)
         if session is None:
             return
         client = session.client
-        self.wills.cancel(client_id)
+        will = session.will if client is not None and not client.normal_disconnect else None
         self._forget(session, moved=True)
         if client is not None:
             client.kick(ReasonCode.SESSION_TAKEN_OVER)
+        if not session_ends:
+            self.wills.cancel(client_id)
+            return
+        if will is not None:
+            self.wills.connection_closed(client_id, will, 0, session.space.name)
+        self.wills.session_ended(client_id)
 
     def _forget(self, session: Session, *, moved: bool = False) -> None:
         """Drop a session from memory: no more deliveries, no subscriptions. `moved`: the

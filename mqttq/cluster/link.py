@@ -73,7 +73,9 @@ class ClusterHandlers(Protocol):
 
     def on_downlink(self, delivery: Downlinked) -> None: ...
 
-    def on_connect_event(self, client_id: str, node_id: str, request: str) -> None: ...
+    def on_connect_event(
+        self, client_id: str, node_id: str, request: str, clean_start: bool
+    ) -> None: ...
 
 
 class ClusterLink:
@@ -174,7 +176,10 @@ class ClusterLink:
                 if record.topic == self.event_topic:
                     event = json.loads(record.value)
                     handlers.on_connect_event(
-                        str(event["client"]), str(event["node"]), str(event["request"])
+                        str(event["client"]),
+                        str(event["node"]),
+                        str(event["request"]),
+                        bool(event.get("clean", False)),
                     )
                 else:
                     handlers.on_downlink(decode_downlink(record.key, record.value, record.headers))
@@ -230,10 +235,19 @@ class ClusterLink:
             downlink_topic(self.prefix, kind, node_id), value, key, headers
         )
 
-    def connect_event(self, client_id: str, request: str) -> asyncio.Future[Delivered]:
-        """Write a connect event of `client_id` made by this node."""
+    def connect_event(
+        self, client_id: str, request: str, clean_start: bool
+    ) -> asyncio.Future[Delivered]:
+        """Write a connect event of `client_id` made by this node (`clean_start`: the
+        connection starts a new session, so the old one ends)."""
         assert self._producer is not None
-        value = json.dumps({"client": client_id, "node": self.node_id, "request": request})
+        event: dict[str, str | bool] = {
+            "client": client_id,
+            "node": self.node_id,
+            "request": request,
+            "clean": clean_start,
+        }
+        value = json.dumps(event)
         return self._producer.produce(self.event_topic, value.encode(), client_id.encode())
 
     async def close(self) -> None:

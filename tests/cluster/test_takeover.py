@@ -20,6 +20,7 @@ from tests.integration.wire import (
     DISCONNECT,
     RC,
     ConnectionClosed,
+    Will,
     assert_disconnected_with,
     connect_packet,
 )
@@ -109,3 +110,27 @@ def test_clean_start_on_another_node_clears_the_shared_session(
     publisher.publish("new/x", b"for-you", qos=1)
     assert payloads(again, 1) == [b"for-you"]  # nothing of old/# came before it
     again.expect_silence(1.0)
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_the_old_connections_will_follows_the_session(
+    nodes: Nodes, clients: Clients, clean: bool
+) -> None:
+    """Taken over by a connection on another node: with clean start the old session ends
+    and its connection's will is published [MQTT-3.1.2-8]; resumed, it is not
+    [MQTT-3.1.3-9]."""
+    one, two = nodes(2)
+    watcher = clients.connected(one, "watcher", level=5)
+    watcher.subscribe(("will/#", 1))
+    old = clients.connected(
+        one, "willing", level=5, clean=False, props=PERSISTENT, will=Will("will/w", b"gone")
+    )
+    new = clients.raw(two)
+    new.connect("willing", level=5, clean=clean, props=PERSISTENT)
+    assert_disconnected_with(old.wait_closed(timeout=60), RC.SESSION_TAKEN_OVER)
+    probe = clients.connected(two, "prober", level=5)
+    wait_routed(probe, "will", watcher)  # wills go through msg.all like any PUBLISH
+    if clean:
+        assert payloads(watcher, 1) == [b"gone"]
+    else:
+        watcher.expect_silence(1.0)
