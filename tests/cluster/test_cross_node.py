@@ -61,3 +61,37 @@ def _counters(text: str) -> dict[str, float]:
         for sample in family.samples
         if not sample.labels
     }
+
+
+def test_retained_and_subscriptions_reach_a_node_started_later(
+    nodes: Nodes, redis_url: str, clients: Clients
+) -> None:
+    """Node 1 holds a retained message and an offline persistent session; node 2,
+    started afterwards, serves the retained message to a new subscriber, routes a new
+    message into the offline session's Redis queue, and resumes that session."""
+    (one,) = nodes(1)
+    publisher = clients.connected(one, "pub-1", level=5)
+    assert publisher.publish("r/state", b"on", qos=1, retain=True) is not None
+    check = clients.connected(one, "check", level=5)
+    check.subscribe(("r/#", 1))
+    assert check.receive_messages(1)[0].payload == b"on"  # routed: retained on node 1
+    away = clients.connected(one, "away", level=5, clean=False, props=PERSISTENT)
+    assert away.subscribe(("s/#", 1)).reason_codes == (1,)
+    away.disconnect()
+
+    (two,) = nodes(1, first=2)
+    late = clients.connected(two, "late", level=5)
+    late.subscribe(("r/#", 1))
+    (retained,) = late.receive_messages(1)
+    assert (retained.topic, retained.payload, retained.retain) == ("r/state", b"on", True)
+
+    publisher_two = clients.connected(two, "pub-2", level=5)
+    ack = publisher_two.publish("s/x", b"for-away", qos=1)
+    assert ack is not None and ack.reason_code == 0
+    store = redis.Redis.from_url(redis_url)
+    again = clients.raw(two)
+    connack = again.connect("away", level=5, clean=False, props=PERSISTENT)
+    assert connack.session_present
+    assert [m.payload for m in again.receive_messages(1, timeout=60)] == [b"for-away"]
+    again.ping()
+    assert store.zcard("{away}_messages") == 0
