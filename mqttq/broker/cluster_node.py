@@ -19,9 +19,10 @@ What this node knows of the others, and what it tells them:
   (takeover.py has the ordering rule).
 
 Known limits: a persistent session whose node died is not expired until that node starts
-again or the client reconnects; an entry queued for a client in the moment it moves may
-wait in Redis until its next connection (when the routing node had not yet read the
-client's connect event once the entry was stored, and the new node had fetched already).
+again or the client reconnects. While a client moves, nodes learn its new place from
+topics read independently (connect events, session records): for a moment a node may
+route by a stale location, and a persistent entry then waits in Redis until the
+client's next connection (a non-persistent delivery can be dropped).
 """
 
 from __future__ import annotations

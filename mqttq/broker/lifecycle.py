@@ -416,12 +416,14 @@ class Lifecycle:
     def moved_away(self, client_id: str, session_ends: bool = False) -> None:
         """The client connected to another node (a later connect event): this node's
         connection of it gets DISCONNECT 0x8E Session taken over [MQTT-3.1.4-3], and its
-        session is left to that node (records, subscriptions and queue stay). With
-        `session_ends` (the new connection has clean start) the old connection's will is
-        published now [MQTT-3.1.2-8]; else it is cancelled [MQTT-3.1.3-9]."""
+        session is left to that node (records, subscriptions and queue stay). When the
+        session ends there (`session_ends`: the new connection has clean start; or it was
+        not persistent) the old connection's will is published now [MQTT-3.1.2-8]; else it
+        is cancelled [MQTT-3.1.3-9]."""
         session = self.hub.sessions.get(client_id)
         if session is None:
             return
+        session_ends = session_ends or not session.persistent
         client = session.client
         will = session.will if client is not None and not client.normal_disconnect else None
         self._forget(session, moved=True)
