@@ -66,6 +66,8 @@ class ClusterNode:
         self.directory: dict[str, SessionInfo] = {}
         self._tenant_of_subscriptions: dict[str, str] = {}
         self._order = ConnectOrder()
+        self._latest: dict[str, str] = {}
+        """client id -> request id of the last connect event read for it (any node)."""
         self._claims: dict[str, asyncio.Future[None]] = {}
         self._attaching: set[str] = set()
         """Requests of this node whose CONNECT is not done yet."""
@@ -92,6 +94,18 @@ class ClusterNode:
         if info is None:
             self.directory.pop(client_id, None)
             return
+        known = self.directory.get(client_id)
+        latest = self._latest.get(client_id)
+        if known is not None and latest is not None and info.epoch and info.epoch != latest:
+            # Written for another connection than the last one announced (a node saving
+            # a disconnect while the client already connected elsewhere, read late):
+            # where the client is stays as the connect events say.
+            info = dataclasses.replace(
+                info,
+                node=known.node,
+                last_node=known.last_node,
+                disconnected_at=known.disconnected_at,
+            )
         self.directory[client_id] = info
         local = self.hub.sessions.get(client_id)
         if (
@@ -143,6 +157,7 @@ class ClusterNode:
             session.client_type,
             session.space.name,
             session.disconnected_at,
+            self._order.request_of(client_id) or "",
         )
         self.directory[client_id] = info
         self._tenant_of_subscriptions.pop(client_id, None)
@@ -261,6 +276,7 @@ class ClusterNode:
         self, client_id: str, node_id: str, request: str, clean_start: bool
     ) -> None:
         """A connect event, in the order of the client's partition."""
+        self._latest[client_id] = request
         held = self._order.holds(client_id)
         verdict = self._order.read(client_id, request)
         if verdict is Verdict.OWN:

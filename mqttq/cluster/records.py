@@ -2,7 +2,8 @@
 
 - `<prefix>client.session`: key = client id, value = `SessionInfo` as JSON: the node the
   client is connected to (null while disconnected), the node it was last connected to,
-  protocol level, session expiry interval, client type, tenant, disconnect time.
+  protocol level, session expiry interval, client type, tenant, disconnect time, and the
+  request id of the connect event of the connection it describes (its epoch).
 - `<prefix>client.subscriptions`: key = client id, value = `{"tenant": ..., "subscriptions":
   [...]}` (the subscription JSON of the SQLite session table).
 - `<prefix>msg.retained`: key = `["tenant", "topic"]` as JSON, value = the message in
@@ -63,6 +64,10 @@ class SessionInfo:
     client_type: str
     tenant: str
     disconnected_at: float | None = None
+    epoch: str = ""
+    """Request id of the connect event of the connection this record describes ("":
+    unknown, e.g. a session restored at start): a node that has read a later connect
+    event of the client knows the record's location is out of date."""
 
     @property
     def persistent(self) -> bool:
@@ -79,6 +84,7 @@ def encode_session(info: SessionInfo) -> bytes:
             "clientType": info.client_type,
             "tenant": info.tenant,
             "disconnectedAt": info.disconnected_at,
+            "epoch": info.epoch,
         },
         separators=(",", ":"),
     ).encode()
@@ -108,6 +114,7 @@ def decode_session(raw: bytes) -> SessionInfo:
             str(obj["clientType"]),
             str(obj["tenant"]),
             None if disconnected_at is None else float(disconnected_at),
+            str(obj.get("epoch") or ""),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise StorageError(f"session record lacks a field: {exc}") from None

@@ -26,7 +26,7 @@ from mqttq.storage.ports import QueuedMessage
 
 
 def test_session_info_round_trips() -> None:
-    info = SessionInfo("node-2", "node-2", 5, 3600, "DEVICE", "acme", None)
+    info = SessionInfo("node-2", "node-2", 5, 3600, "DEVICE", "acme", None, "r-1")
     assert decode_session(encode_session(info)) == info
     offline = SessionInfo(None, "node-1", 4, 0, "APPLICATION", "default", 1700000000.5)
     assert decode_session(encode_session(offline)) == offline
