@@ -75,6 +75,19 @@ _PLAIN: Final = (
         "Records of the message log skipped because they could not be decoded.",
         True,
     ),
+    ("cluster_clients", "mqttq_cluster_clients", "Clients of the whole cluster known.", False),
+    (
+        "cluster_downlinked",
+        "mqttq_cluster_downlinked",
+        "Deliveries sent to other nodes through their downlink topics.",
+        True,
+    ),
+    (
+        "cluster_downlink_received",
+        "mqttq_cluster_downlink_received",
+        "Deliveries other nodes sent to this one.",
+        True,
+    ),
 )
 # Per-QoS counters: key prefix (qos0..qos2 appended) -> (metric name, help).
 _PER_QOS: Final = (

@@ -94,9 +94,9 @@ def _route_durably(client: Client, packet: PublishPacket) -> None:
     _route(client, packet)
 
 
-def _save_awaiting_pubrel(client: Client, session: Session) -> asyncio.Future[None]:
+def _save_awaiting_pubrel(client: Client, session: Session) -> asyncio.Future[Any]:
     session.awaiting_pubrel = client.conn.inbound.awaiting_pubrel
-    return client.life.hub.save_session(session)
+    return client.life.hub.save_session(session, shared=False)
 
 
 def _nothing(_future: asyncio.Future[Any] | None) -> None:
@@ -243,7 +243,8 @@ def on_subscribe(client: Client, packet: SubscribePacket) -> None:
     identity = client.identity
     allowed = None if identity is None else identity.may_subscribe
     codes, retained, granted = hub.subscribe(session, packet, allowed)
-    save = hub.save_session(session) if session.persistent and granted else None
+    shared = hub.cluster is not None  # other nodes route to this session too
+    save = hub.save_session(session) if (session.persistent or shared) and granted else None
     if session.app is not None and granted:
         # An APPLICATION client's `$share` subscription: SUBACK once its topic exists.
         save = _both(save, session.app.sync_shared())
@@ -287,7 +288,7 @@ def on_unsubscribe(client: Client, packet: UnsubscribePacket) -> None:
     session = _session(client)
     hub = client.life.hub
     codes = hub.unsubscribe(session, packet)
-    save = hub.save_session(session) if session.persistent else None
+    save = hub.save_session(session) if session.persistent or hub.cluster is not None else None
     if session.app is not None:
         session.app.sync_shared()
     client.steps.add(save, partial(_unsuback, client, packet.packet_id, codes))

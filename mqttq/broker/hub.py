@@ -40,6 +40,7 @@ from mqttq.storage.ports import QueuedMessage, SessionRecord, Storage
 
 if TYPE_CHECKING:
     from mqttq.broker.app_log import AppLog
+    from mqttq.broker.cluster_node import ClusterNode
 
 __all__ = ["Fanout", "Hub"]
 
@@ -114,6 +115,22 @@ class Hub:
         """The message log (distributed mode): PUBLISHes go there first, and are routed
         when read back (broker/log.py). None: routed at once (embedded)."""
         self._log_failing = False
+        self.cluster: ClusterNode | None = None
+        """The other nodes (`attach_cluster`); None on a broker of its own."""
+
+    def attach_cluster(self, cluster: ClusterNode) -> None:
+        """Route through the cluster from now on: subscribers without a session here are
+        remote (`ClusterNode.deliver`), retained messages and session records are shared,
+        and a `$share` member connected to another node counts as online."""
+        self.cluster = cluster
+        local = self.is_online
+        connected = cluster.is_connected
+        self._online = lambda client_id: local(client_id) or connected(client_id)
+
+    def enqueue_stored(self, items: list[tuple[str, Message]]) -> asyncio.Future[list[Any]]:
+        """Queue (client id, message) pairs in storage with this event-loop iteration's
+        other writes; the future gives the entries (None: refused, queue full)."""
+        return self._batcher.enqueue(items)
 
     def is_online(self, client_id: str) -> bool:
         session = self.sessions.get(client_id)
@@ -175,11 +192,21 @@ class Hub:
         mqos = message.qos
         mretain = message.retain
         app_log = self.app_log
+        cluster = self.cluster
         items: list[tuple[str, Message]] | None = None
         count = rejected = 0
         for delivery in deliveries:
             session = sessions.get(delivery.client_id)
             if session is None or session.ended:
+                if cluster is not None:
+                    remote = cluster.deliver(space.name, delivery, message)
+                    if remote is not None:
+                        count += 1
+                        if fan is None:
+                            fan = Fanout()
+                        if fan.produced is None:
+                            fan.produced = []
+                        fan.produced.append(remote)
                 continue
             count += 1
             qos = delivery.qos
@@ -235,10 +262,19 @@ class Hub:
         elif kept is None and had:
             space.drop_topic_ref(topic)
         space.retained.set(topic, kept)
-        fan.retained_write = self.tasks.spawn(
-            self.storage.set_retained(space.name, topic, kept), "set_retained"
-        )
+        fan.retained_write = self._store_retained(space.name, topic, kept)
         return True
+
+    def _store_retained(
+        self, tenant: str, topic: str, message: Message | None
+    ) -> asyncio.Future[Any]:
+        """Store a retained message (None: clear it): for every node in a cluster, else
+        in storage."""
+        if self.cluster is not None:
+            future = self.cluster.set_retained(tenant, topic, message)
+            self.tasks.track(future, "set_retained")
+            return future
+        return self.tasks.spawn(self.storage.set_retained(tenant, topic, message), "set_retained")
 
     def purge_expired_retained(self, now: float) -> int:
         """Delete the retained messages expired at `now` [MQTT-3.3.2-5] in every tenant,
@@ -247,7 +283,7 @@ class Hub:
         purged = 0
         for space in self.spaces.values():
             for topic in space.purge_expired_retained(now):
-                self.tasks.spawn(self.storage.set_retained(space.name, topic, None), "set_retained")
+                self._store_retained(space.name, topic, None)
                 purged += 1
         return purged
 
@@ -480,8 +516,20 @@ class Hub:
 
     # ------------------------------------------------------------------ persistence
 
-    def save_session(self, session: Session) -> asyncio.Future[None]:
-        """Store the session record with its current subscriptions."""
+    def save_session(self, session: Session, *, shared: bool = True) -> asyncio.Future[Any]:
+        """Store the session record with its current subscriptions (a persistent one);
+        in a cluster, with `shared`, also tell every node where the session lives and
+        what it subscribes to (any session)."""
+        cluster = self.cluster
+        if cluster is None or not shared:
+            return self._store_session(session)
+        published = cluster.publish_session(session)
+        self.tasks.track(published, "cluster_session", session.client_id)
+        if not session.persistent:
+            return published
+        return asyncio.gather(self._store_session(session), published)
+
+    def _store_session(self, session: Session) -> asyncio.Future[None]:
         record = SessionRecord(
             session.client_id,
             session.protocol_level,
@@ -534,6 +582,8 @@ class Hub:
         if self.log is not None:
             counters["log_produce_failures"] = stats.log_produce_failures
             counters.update(self.log.statistics())
+        if self.cluster is not None:
+            counters.update(self.cluster.statistics())
         return counters
 
 

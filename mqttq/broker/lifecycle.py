@@ -130,8 +130,20 @@ class Lifecycle:
         self._lock_users[client_id] = self._lock_users.get(client_id, 0) + 1
         try:
             async with lock:
-                if not client.closed:
-                    await self._attach(client, packet, decision)
+                cluster = self.hub.cluster
+                if cluster is None:
+                    if not client.closed:
+                        await self._attach(client, packet, decision)
+                else:
+                    # Every earlier connection of this id, on any node, is taken over.
+                    request = await cluster.claim(client_id, decision.clean_start)
+                    try:
+                        if not client.closed:
+                            await self._attach(client, packet, decision)
+                    finally:
+                        ends = cluster.settled(request)
+                        if ends is not None and client.session is not None:
+                            self.moved_away(client_id, ends)  # a newer CONNECT elsewhere
         finally:
             users = self._lock_users[client_id] - 1
             if users:
@@ -150,6 +162,8 @@ class Lifecycle:
         assert identity is not None
         tenant = identity.tenant
         old = hub.sessions.get(client_id)
+        if old is None and hub.cluster is not None:
+            old = hub.cluster.adopt(client_id)  # a session another node left
         if old is not None and old.space.name != tenant:
             # Client ids are unique across tenants; one tenant never takes over (or
             # resumes) another tenant's session.
@@ -236,6 +250,8 @@ class Lifecycle:
                             hub.storage.delete_session(client_id), "delete_session", client_id
                         )
                     hub.save_session(session)
+                elif hub.cluster is not None:
+                    hub.save_session(session)  # where it is, for the other nodes
                 entries = []
         except (StorageError, OSError) as error:
             logger.warning("client %r: storage failed during CONNECT: %s", client_id, error)
@@ -293,6 +309,8 @@ class Lifecycle:
         else:
             client_id = session.client_id
             hub.tasks.spawn(hub.storage.delete_session(client_id), "delete_session", client_id)
+            if hub.cluster is not None:
+                hub.save_session(session)
         return entries
 
     def disconnect_received(self, client: Client, packet: DisconnectPacket) -> None:
@@ -395,9 +413,47 @@ class Lifecycle:
         )
         self.wills.session_ended(session.client_id)
 
-    def _forget(self, session: Session) -> None:
-        """Drop a session from memory: no more deliveries, no subscriptions."""
+    def moved_away(self, client_id: str, session_ends: bool = False) -> None:
+        """The client connected to another node (a later connect event): this node's
+        connection of it gets DISCONNECT 0x8E Session taken over [MQTT-3.1.4-3], and its
+        session is left to that node (records, subscriptions and queue stay). When the
+        session ends there (`session_ends`: the new connection has clean start; or it was
+        not persistent) the old connection's will is published now [MQTT-3.1.2-8]; else it
+        is cancelled [MQTT-3.1.3-9]."""
+        session = self.hub.sessions.get(client_id)
+        if session is None:
+            return
+        session_ends = session_ends or not session.persistent
+        client = session.client
+        will = session.will if client is not None and not client.normal_disconnect else None
+        self._forget(session, moved=True)
+        if client is not None:
+            client.kick(ReasonCode.SESSION_TAKEN_OVER)
+        if not session_ends:
+            self.wills.cancel(client_id)
+            return
+        if will is not None:
+            self.wills.connection_closed(client_id, will, 0, session.space.name)
+        self.wills.session_ended(client_id)
+
+    def _forget(self, session: Session, *, moved: bool = False) -> None:
+        """Drop a session from memory: no more deliveries, no subscriptions. `moved`: the
+        session lives on on another node; its subscriptions stay in the router, as that
+        node's, and nothing stored is deleted."""
         session.ended = True
+        hub = self.hub
+        if moved:
+            if session.expiry_handle is not None:
+                session.expiry_handle.cancel()
+                session.expiry_handle = None
+            if hub.sessions.get(session.client_id) is session:
+                del hub.sessions[session.client_id]
+                hub.limits.release_session(session.space.name)
+                if hub.cluster is not None:
+                    hub.cluster.keep_as_remote(session.client_id, session.space.name)
+            return
+        if hub.cluster is not None:
+            hub.cluster.session_ended(session)
         app_log = self.hub.app_log
         if app_log is not None and session.client_type == _APP:
             client_id = session.client_id
@@ -437,7 +493,12 @@ class Lifecycle:
         now = time.time()
         records = await hub.storage.load_sessions()
         due: list[tuple[str, Will, str, float]] = []
+        cluster = hub.cluster
         for record in records:
+            if cluster is not None:
+                if cluster.owns_stored(record.client_id) is False:
+                    continue  # another node has it now
+                cluster.adopt_restored(record.client_id)
             expiry = min(record.session_expiry_interval, self.policy.max_session_expiry_interval)
             disconnected_at = record.disconnected_at
             elapsed = 0.0 if disconnected_at is None else max(0.0, now - disconnected_at)
@@ -471,10 +532,15 @@ class Lifecycle:
             for subscription in record.subscriptions:
                 space.router.subscribe(record.client_id, subscription)
                 space.add_topic_ref(space.topic_of(subscription.topic_filter), force=True)
-            if disconnected_at is None or expiry != record.session_expiry_interval:
+            if (
+                disconnected_at is None
+                or expiry != record.session_expiry_interval
+                or cluster is not None
+            ):
                 hub.save_session(session)
             self._schedule_expiry(session, expiry - elapsed)
-        for tenant, message in await hub.storage.load_retained(now):
+        stored_retained = [] if cluster is not None else await hub.storage.load_retained(now)
+        for tenant, message in stored_retained:  # in a cluster: replicated already
             space = hub.space(tenant)
             if space.retained.get(message.topic) is None:
                 space.add_topic_ref(message.topic, force=True)

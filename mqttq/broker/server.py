@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from mqttq.auth.authenticator import Authenticator
 from mqttq.auth.empty_store import EmptyAuthStore
@@ -20,6 +21,9 @@ from mqttq.limits.quota import Quota
 from mqttq.storage.app_context import AppContextStore
 from mqttq.storage.log_ports import MessageLog
 from mqttq.storage.ports import Storage
+
+if TYPE_CHECKING:
+    from mqttq.cluster.link import ClusterLink
 
 __all__ = ["HOUSEKEEPING_INTERVAL", "Broker"]
 
@@ -48,9 +52,12 @@ class Broker:
         auth_store: AuthStore | None = None,
         log: MessageLog | None = None,
         app_contexts: AppContextStore | None = None,
+        *,
+        cluster: ClusterLink | None = None,
     ) -> None:
         """`app_contexts`: where APPLICATION clients' consumer contexts live; given when
-        `storage.log = "kafka"`, which turns on their Kafka topics (`Hub.app_log`)."""
+        `storage.log = "kafka"`, which turns on their Kafka topics (`Hub.app_log`).
+        `cluster`: this node's link to the other nodes of the cluster (mqttq.cluster)."""
         self.settings = settings
         self.storage = storage
         self.app_contexts = app_contexts
@@ -71,6 +78,7 @@ class Broker:
         )
         self.hub = Hub(settings.mqtt, storage, self.limits)
         self.log = log
+        self.cluster_link = cluster
         self._log_router: LogRouter | None = None
         self.started_at = time.time()
         self._life: Lifecycle | None = None
@@ -119,6 +127,14 @@ class Broker:
             await app_log.open()
             self.hub.app_log = app_log
         life = self._life = Lifecycle(self.hub, loop, self.authenticator)
+        if self.cluster_link is not None:
+            # Imported here: confluent_kafka is loaded only when the log is on.
+            from mqttq.broker.cluster_node import ClusterNode  # noqa: PLC0415
+
+            node = ClusterNode(self.hub, self.cluster_link)
+            node.taken_over = life.moved_away
+            await node.open()  # every node's sessions, subscriptions, retained messages
+            self.hub.attach_cluster(node)
         restored = await life.restore()
         if self.log is not None:
             await self.log.open()
@@ -189,6 +205,8 @@ class Broker:
         finally:
             try:
                 await self._close_log()
+                if self.cluster_link is not None:
+                    await self.cluster_link.close()
                 if self.hub.app_log is not None:
                     await self.hub.app_log.close()
                 await self.storage.close()

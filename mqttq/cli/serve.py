@@ -30,6 +30,7 @@ from mqttq.logs import configure_logging
 
 if TYPE_CHECKING:
     from mqttq.broker.server import Broker
+    from mqttq.cluster.link import ClusterLink
     from mqttq.storage.app_context import AppContextStore
     from mqttq.storage.log_ports import MessageLog
     from mqttq.storage.ports import Storage
@@ -157,6 +158,7 @@ def run_broker(
         open_auth_store(settings),
         open_message_log(settings),
         open_app_contexts(settings),
+        cluster=open_cluster_link(settings),
     )
     _run_event_loop(_serve(broker, settings, ready_file, announce, config))
 
@@ -230,6 +232,23 @@ def open_message_log(settings: Settings) -> MessageLog | None:
         kafka.bootstrap_servers,
         topic_prefix=kafka.topic_prefix,
         partitions=kafka.msg_all_partitions,
+        produce_timeout_ms=kafka.produce_timeout_ms,
+    )
+
+
+def open_cluster_link(settings: Settings) -> ClusterLink | None:
+    """This node's link to the other nodes sharing `[kafka]` (`storage.log = "kafka"`),
+    named `node_id_of(settings)`; None when the log is off."""
+    if settings.storage.log != "kafka":
+        return None
+    from mqttq.cluster.link import ClusterLink  # noqa: PLC0415 (loads confluent_kafka)
+    from mqttq.settings import node_id_of  # noqa: PLC0415
+
+    kafka = settings.kafka
+    return ClusterLink(
+        kafka.bootstrap_servers,
+        kafka.topic_prefix,
+        node_id_of(settings),
         produce_timeout_ms=kafka.produce_timeout_ms,
     )
 

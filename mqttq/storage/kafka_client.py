@@ -36,6 +36,7 @@ from confluent_kafka.cimpl import NewTopic
 from mqttq.errors import StorageError
 
 __all__ = [
+    "OFFSET_BEGINNING",
     "KafkaAdmin",
     "KafkaClientError",
     "KafkaConsumer",
@@ -46,6 +47,9 @@ __all__ = [
 
 Headers = list[tuple[str, bytes]]
 """Record headers as librdkafka gives and takes them: (name, value) pairs, in order."""
+
+OFFSET_BEGINNING: Final = confluent_kafka.OFFSET_BEGINNING
+"""Start offset of `KafkaConsumer(assign={partition: OFFSET_BEGINNING})`: the first record."""
 
 _POLL_SECONDS: Final = 0.05
 """How long the producer's poll thread blocks per call (also bounds how long close waits)."""
@@ -141,13 +145,13 @@ class KafkaProducer:
     def produce(
         self,
         topic: str,
-        value: bytes,
+        value: bytes | None,
         key: bytes | None = None,
         headers: Headers | None = None,
     ) -> asyncio.Future[Delivered]:
-        """Send one record; the future resolves once Kafka acknowledged it (all in-sync
-        replicas), or fails with KafkaClientError. Records with the same key go to the
-        same partition in the order of the calls."""
+        """Send one record (`value` None: a tombstone); the future resolves once Kafka
+        acknowledged it (all in-sync replicas), or fails with KafkaClientError. Records
+        with the same key go to the same partition in the order of the calls."""
         future: asyncio.Future[Delivered] = self._loop.create_future()
         report = functools.partial(_report, self._done, future)
         try:
@@ -232,11 +236,13 @@ class KafkaConsumer:
         client_id: str = "mqttq",
         auto_offset_reset: str = "earliest",
         config: Mapping[str, Any] | None = None,
-        assign: Iterable[TopicPartition] | None = None,
+        assign: Iterable[TopicPartition] | Mapping[TopicPartition, int] | None = None,
     ) -> None:
         """With `assign`, the consumer reads those partitions without joining the group
         (no rebalance, so no wait for a dead member's session to time out); the group
-        only keeps its committed offsets, where reading starts. `topics` is then unused."""
+        only keeps its committed offsets, where reading starts, unless `assign` maps each
+        partition to the offset to start at (OFFSET_BEGINNING for the first record).
+        `topics` is then unused."""
         settings = _common(bootstrap_servers, client_id)
         settings.update(
             {
@@ -380,7 +386,14 @@ class KafkaConsumer:
             self._executor.shutdown(wait=False)
 
 
-def _native(partitions: Iterable[TopicPartition]) -> list[confluent_kafka.TopicPartition]:
+def _native(
+    partitions: Iterable[TopicPartition] | Mapping[TopicPartition, int],
+) -> list[confluent_kafka.TopicPartition]:
+    if isinstance(partitions, Mapping):
+        return [
+            confluent_kafka.TopicPartition(p.topic, p.partition, offset)
+            for p, offset in partitions.items()
+        ]
     return [confluent_kafka.TopicPartition(p.topic, p.partition) for p in partitions]
 
 
@@ -439,6 +452,23 @@ class KafkaAdmin:
             ) from None
         committed = [p.offset for p in found.topic_partitions if p.offset >= 0]
         return (committed[0] if committed else None), int(end.offset)
+
+    async def end_offsets(
+        self, partitions: Iterable[TopicPartition], *, timeout: float = 10.0
+    ) -> dict[TopicPartition, int]:
+        """The end offset (next offset to be written) of each partition; KafkaClientError
+        when Kafka does not answer."""
+        latest = cast(Any, OffsetSpec).latest()
+        asked = {confluent_kafka.TopicPartition(p.topic, p.partition): latest for p in partitions}
+        try:
+            futures = self._admin.list_offsets(asked, request_timeout=timeout)
+            ends: dict[TopicPartition, int] = {}
+            for native, future in futures.items():
+                found = await asyncio.wait_for(asyncio.wrap_future(future), timeout)
+                ends[TopicPartition(native.topic, native.partition)] = int(found.offset)
+        except (confluent_kafka.KafkaException, TimeoutError) as exc:
+            raise KafkaClientError(f"kafka: end offsets unknown: {exc}") from None
+        return ends
 
     async def partitions(self, name: str, *, timeout: float = 10.0) -> int:
         """How many partitions topic `name` has; KafkaClientError when it does not exist."""

@@ -1,0 +1,402 @@
+"""ClusterNode: the broker's side of the cluster (mqttq.cluster; ARCHITECTURE.md section 5).
+
+What this node knows of the others, and what it tells them:
+
+- `directory`: every client of the cluster (the `client.session` replica): the node it is
+  connected to (or none), the node it last was on, persistence, type and tenant. A client
+  with a `Session` in `hub.sessions` is this node's own; any other is remote.
+- The tenants' routers hold every client's subscriptions, remote ones included (the
+  `client.subscriptions` replica), and `retained` every retained message (`msg.retained`):
+  one trie walk per message finds local and remote subscribers alike.
+- `deliver`: the Hub's route for a subscriber without a local session. Connected to another
+  node: non-persistent deliveries go to that node's basic downlink; persistent DEVICE ones
+  are queued in Redis first and the queued entry (serial, packet id) goes to its persisted
+  downlink, so the owning node sends it with that packet id and removes it from Redis on
+  PUBACK. Offline persistent DEVICE: Redis only. Persistent APPLICATION: its own Kafka
+  topic. The returned future is what the log commit waits for.
+- `claim`: a CONNECT writes a connect event and waits to read it back; events taking over
+  a connection of this node disconnect it (0x8E) and leave the session to the new node
+  (takeover.py has the ordering rule).
+
+Known limits: a persistent session whose node died is not expired until that node starts
+again or the client reconnects. While a client moves, nodes learn its new place from
+topics read independently (connect events, session records): for a moment a node may
+route by a stale location, and a persistent entry then waits in Redis until the
+client's next connection (a non-persistent delivery can be dropped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
+
+from mqttq.cluster.records import Downlinked, SessionInfo
+from mqttq.cluster.takeover import ConnectOrder, Verdict
+from mqttq.errors import StorageError
+from mqttq.model import Message, Subscription
+from mqttq.routing.router import Delivery
+from mqttq.storage.ports import QueuedMessage
+
+if TYPE_CHECKING:
+    from mqttq.broker.hub import Hub
+    from mqttq.broker.session import Session
+    from mqttq.cluster.link import ClusterLink
+
+__all__ = ["ClusterNode"]
+
+logger = logging.getLogger("mqttq.broker.cluster")
+
+_APP: Final = "APPLICATION"
+CLAIM_TIMEOUT: Final = 10.0
+"""Seconds a CONNECT waits for its connect event to come back at most."""
+
+
+class ClusterNode:
+    """This node's view of the cluster and its hooks for the Hub and the Lifecycle."""
+
+    def __init__(self, hub: Hub, link: ClusterLink) -> None:
+        self.hub = hub
+        self.link = link
+        self.node_id = link.node_id
+        self.directory: dict[str, SessionInfo] = {}
+        self._tenant_of_subscriptions: dict[str, str] = {}
+        self._order = ConnectOrder()
+        self._latest: dict[str, str] = {}
+        """client id -> request id of the last connect event read for it (any node)."""
+        self._claims: dict[str, asyncio.Future[None]] = {}
+        self._attaching: set[str] = set()
+        """Requests of this node whose CONNECT is not done yet."""
+        self._superseded: dict[str, bool] = {}
+        """Requests of this node whose connection a later event took over, perhaps
+        before the CONNECT finished attaching (`settled` tells the lifecycle)."""
+        self.taken_over: Callable[[str, bool], None] = lambda _client_id, _ends: None
+        """Set by the lifecycle: disconnect this node's connection of a client (0x8E) and
+        let its session go to the node it moved to; True: the new connection started a
+        new session (the old one ended)."""
+        self.downlinked = 0
+        """Deliveries sent to other nodes."""
+        self.received = 0
+        """Deliveries other nodes sent to this one."""
+
+    async def open(self) -> None:
+        """Read the replicated topics to their end, then listen (ClusterLink.open)."""
+        await self.link.open(self)
+
+    # ------------------------------------------------------------------ replicas in
+
+    def on_session(self, client_id: str, info: SessionInfo | None) -> None:
+        """Another process wrote `client_id`'s session record."""
+        if info is None:
+            self.directory.pop(client_id, None)
+            return
+        known = self.directory.get(client_id)
+        latest = self._latest.get(client_id)
+        if known is not None and latest is not None and info.epoch and info.epoch != latest:
+            # Written for another connection than the last one announced (a node saving
+            # a disconnect while the client already connected elsewhere, read late):
+            # where the client is stays as the connect events say.
+            info = dataclasses.replace(
+                info,
+                node=known.node,
+                last_node=known.last_node,
+                disconnected_at=known.disconnected_at,
+            )
+        self.directory[client_id] = info
+        local = self.hub.sessions.get(client_id)
+        if (
+            local is not None
+            and local.client is None
+            and info.last_node != self.node_id
+            and not local.ended
+        ):
+            # The client resumed on another node: this node's offline copy is stale.
+            self.taken_over(client_id, False)
+
+    def on_subscriptions(
+        self, client_id: str, tenant: str | None, subscriptions: list[Subscription]
+    ) -> None:
+        """Another process wrote `client_id`'s whole subscription set: it replaces the
+        one in the router (none: removed)."""
+        previous = self._tenant_of_subscriptions.pop(client_id, None)
+        if previous is not None:
+            self.hub.space(previous).remove_client(client_id)
+        if tenant is None or not subscriptions:
+            return
+        space = self.hub.space(tenant)
+        space.remove_client(client_id)
+        for subscription in subscriptions:
+            space.router.subscribe(client_id, subscription)
+            space.add_topic_ref(space.topic_of(subscription.topic_filter), force=True)
+        self._tenant_of_subscriptions[client_id] = tenant
+
+    def on_retained(self, tenant: str, topic: str, message: Message | None) -> None:
+        """Another process set or cleared a retained message."""
+        space = self.hub.space(tenant)
+        had = space.retained.get(topic) is not None
+        if message is not None and not had:
+            space.add_topic_ref(topic, force=True)
+        elif message is None and had:
+            space.drop_topic_ref(topic)
+        space.retained.set(topic, message)
+
+    # ------------------------------------------------------------------ replicas out
+
+    def publish_session(self, session: Session) -> asyncio.Future[Any]:
+        """Tell every node where `session` lives and what it subscribes to."""
+        client_id = session.client_id
+        info = SessionInfo(
+            self.node_id if session.client is not None else None,
+            self.node_id,
+            session.protocol_level,
+            session.expiry_interval,
+            session.client_type,
+            session.space.name,
+            session.disconnected_at,
+            self._order.request_of(client_id) or "",
+        )
+        self.directory[client_id] = info
+        self._tenant_of_subscriptions.pop(client_id, None)
+        subscriptions = session.space.router.subscriptions_of(client_id)
+        return asyncio.gather(
+            self.link.put_session(client_id, info),
+            self.link.put_subscriptions(client_id, session.space.name, subscriptions),
+        )
+
+    def session_ended(self, session: Session) -> None:
+        """`session` is over on this node: its records are deleted, unless the client
+        moved to another node (whose records they are now)."""
+        client_id = session.client_id
+        if self._order.request_of(client_id) not in self._attaching:
+            self._order.forget(client_id)  # no connection of it here any more
+        info = self.directory.get(client_id)
+        if info is not None and info.last_node != self.node_id:
+            return
+        self.directory.pop(client_id, None)
+        for future in (
+            self.link.put_session(client_id, None),
+            self.link.put_subscriptions(client_id, session.space.name, []),
+        ):
+            self.hub.tasks.track(future, "cluster_session", client_id)
+
+    def set_retained(self, tenant: str, topic: str, message: Message | None) -> asyncio.Future[Any]:
+        """Set (None: clear) a retained message for every node."""
+        return self.link.put_retained(tenant, topic, message)
+
+    # ------------------------------------------------------------------ sessions
+
+    def is_connected(self, client_id: str) -> bool:
+        """True when the client is connected to some node (for `$share` picks)."""
+        info = self.directory.get(client_id)
+        return info is not None and info.node is not None
+
+    def adopt(self, client_id: str) -> Session | None:
+        """A CONNECT of `client_id` on this node, which holds no session for it: the
+        session another node left (persistent, not expired) becomes this node's, offline,
+        with its subscriptions; anything else of it is dropped. None when there is none."""
+        from mqttq.broker.session import Session  # noqa: PLC0415 (session imports hub)
+
+        info = self.directory.get(client_id)
+        if info is None:
+            return None
+        now = time.time()
+        gone_at = info.disconnected_at or now
+        if not info.persistent or now - gone_at >= info.expiry:
+            self.hub.space(info.tenant).remove_client(client_id)
+            self._tenant_of_subscriptions.pop(client_id, None)
+            return None
+        hub = self.hub
+        session = Session(
+            hub,
+            client_id,
+            info.protocol_level,
+            info.expiry,
+            hub.space(info.tenant),
+            info.client_type,
+        )
+        session.restored = True  # which stored entries were sent before is unknown
+        session.disconnected_at = gone_at
+        hub.sessions[client_id] = session
+        hub.limits.acquire_session(info.tenant, force=True)
+        self._tenant_of_subscriptions.pop(client_id, None)  # this node's own now
+        return session
+
+    def keep_as_remote(self, client_id: str, tenant: str) -> None:
+        """A session of this node moved to another node: its subscriptions in the router
+        are that node's now (until its own subscriptions record replaces them)."""
+        self._tenant_of_subscriptions[client_id] = tenant
+
+    def owns_stored(self, client_id: str) -> bool | None:
+        """For a session this node stored before it (re)started: True when it is still
+        this node's, False when another node has it now, None when the cluster forgot it."""
+        info = self.directory.get(client_id)
+        if info is None:
+            return None
+        return info.last_node == self.node_id
+
+    def adopt_restored(self, client_id: str) -> None:
+        """A stored session of this node is back: its replicated subscriptions are the
+        local ones now (restore subscribes them again)."""
+        tenant = self._tenant_of_subscriptions.pop(client_id, None)
+        if tenant is not None:
+            self.hub.space(tenant).remove_client(client_id)
+
+    async def claim(self, client_id: str, clean_start: bool) -> str:
+        """Write a connect event for `client_id` and wait until it is read back, so every
+        earlier connection of the client (on any node) is taken over; the request id (give
+        it to `settled` once the CONNECT is done). When Kafka does not confirm in time the
+        CONNECT goes on, logged: this node's own takeover still works."""
+        request = uuid.uuid4().hex
+        self._attaching.add(request)
+        self._order.register(client_id, request)
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._claims[request] = waiter
+        try:
+            async with asyncio.timeout(CLAIM_TIMEOUT):
+                await self.link.connect_event(client_id, request, clean_start)
+                await waiter
+        except (StorageError, TimeoutError) as exc:
+            logger.warning("client %r: connect event not confirmed: %s", client_id, exc)
+        finally:
+            self._claims.pop(request, None)
+        return request
+
+    def settled(self, request: str) -> bool | None:
+        """The CONNECT of `request` is done: None, or when a later connect event took its
+        connection over meanwhile (the caller disconnects it), whether that event started
+        a new session."""
+        self._attaching.discard(request)
+        return self._superseded.pop(request, None)
+
+    def on_connect_event(
+        self, client_id: str, node_id: str, request: str, clean_start: bool
+    ) -> None:
+        """A connect event, in the order of the client's partition."""
+        self._latest[client_id] = request
+        held = self._order.holds(client_id)
+        verdict = self._order.read(client_id, request)
+        if verdict is Verdict.OWN:
+            waiter = self._claims.get(request)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
+            return
+        if node_id == self.node_id:
+            return
+        info = self.directory.get(client_id)
+        if info is not None:  # routed to the new node from now on
+            self.directory[client_id] = dataclasses.replace(
+                info, node=node_id, last_node=node_id, disconnected_at=None
+            )
+        if verdict is Verdict.TAKEN_OVER:
+            logger.info("client %r taken over by node %s", client_id, node_id)
+            if held in self._attaching:
+                # Its CONNACK is not out yet: the lifecycle hands it over right after.
+                self._superseded[held] = clean_start
+            else:
+                self.taken_over(client_id, clean_start)
+
+    # ------------------------------------------------------------------ delivery
+
+    def deliver(
+        self, tenant: str, delivery: Delivery, message: Message
+    ) -> asyncio.Future[Any] | None:
+        """Route one delivery for a client without a session on this node (see the module
+        docstring); None when nothing is to be done (unknown or gone client)."""
+        client_id = delivery.client_id
+        info = self.directory.get(client_id)
+        if info is None:
+            return None
+        out = _copy(message, delivery)
+        hub = self.hub
+        node = info.node
+        if node == self.node_id:
+            node = None  # its session here is gone: what is persistent waits in storage
+        if info.persistent:
+            app_log = hub.app_log
+            if info.client_type == _APP and app_log is not None:
+                return app_log.produce(tenant, client_id, out, delivery.share)
+            if out.qos or (node is None and hub.settings.queue_qos0):
+                queued = hub.enqueue_stored([(client_id, out)])
+                return self._hand_over_when_stored(queued, client_id, tenant)
+        if node is None:
+            return None
+        self.downlinked += 1
+        return self.link.send_downlink(node, client_id, tenant, out)
+
+    def _hand_over_when_stored(
+        self, queued: asyncio.Future[list[Any]], client_id: str, tenant: str
+    ) -> asyncio.Future[Any]:
+        """Once `queued` holds the entry, hand it to the client where it is connected
+        then (not where it was when the message was routed: it may have just moved, and
+        its new node may have fetched its queue already): this node's session, or its
+        node's persisted downlink. Offline: the entry waits in storage."""
+        done: asyncio.Future[Any] = queued.get_loop().create_future()
+
+        def sent(produced: asyncio.Future[Any]) -> None:
+            if produced.cancelled() or produced.exception() is not None:
+                # The entry is in Redis: the client gets it on its next connection.
+                logger.warning("persisted downlink for %r failed: %s", client_id, produced)
+            if not done.done():
+                done.set_result(None)
+
+        def stored(entries: asyncio.Future[list[Any]]) -> None:
+            if entries.cancelled() or entries.exception() is not None:
+                done.set_exception(StorageError(f"queueing for {client_id!r} failed"))
+                return
+            entry: QueuedMessage | None = entries.result()[0]
+            session = self.hub.sessions.get(client_id)
+            info = self.directory.get(client_id)
+            node = None if info is None else info.node
+            if entry is not None and session is not None and not session.ended:
+                if session.persistent:
+                    session.deliver_stored(entry)  # the client came to this node
+            elif entry is not None and node is not None and node != self.node_id:
+                self.downlinked += 1
+                self.link.send_downlink(
+                    node, client_id, tenant, entry.message, entry
+                ).add_done_callback(sent)
+                return
+            done.set_result(None)
+
+        queued.add_done_callback(stored)
+        return done
+
+    def on_downlink(self, delivery: Downlinked) -> None:
+        """A delivery another node routed to a client connected here."""
+        self.received += 1
+        session = self.hub.sessions.get(delivery.client_id)
+        if session is None or session.ended:
+            return  # gone meanwhile: what was persistent is in storage
+        if delivery.entry is not None:
+            if session.persistent:
+                session.deliver_stored(delivery.entry)
+            return
+        session.deliver_now(delivery.message)
+
+    def statistics(self) -> dict[str, int]:
+        """`cluster_clients` known, `cluster_downlinked` / `cluster_downlink_received`."""
+        return {
+            "cluster_clients": len(self.directory),
+            "cluster_downlinked": self.downlinked,
+            "cluster_downlink_received": self.received,
+        }
+
+
+def _copy(message: Message, delivery: Delivery) -> Message:
+    """The subscriber's copy: granted QoS, RETAIN as delivered, subscription ids."""
+    if (
+        delivery.qos == message.qos
+        and delivery.retain == message.retain
+        and not delivery.subscription_identifiers
+    ):
+        return message
+    return dataclasses.replace(
+        message,
+        qos=delivery.qos,
+        retain=delivery.retain,
+        subscription_identifiers=delivery.subscription_identifiers,
+    )

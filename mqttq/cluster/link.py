@@ -1,0 +1,263 @@
+"""ClusterLink: this node's Kafka side of the cluster (topics in the package docstring).
+
+It owns one producer for every cluster record, the three replicated compacted topics, this
+node's downlink topics and the session event topic, and hands what it reads to the
+`ClusterHandlers` the broker gives it (on the event loop, decoded). It decides nothing
+about sessions or routing: `mqttq.broker.cluster_node` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from typing import Any, Final, Protocol
+
+from mqttq.cluster.compacted import CompactedTopic
+from mqttq.cluster.reading import open_at_end, read_forever, stop_reading
+from mqttq.cluster.records import (
+    Downlinked,
+    SessionInfo,
+    decode_downlink,
+    decode_retained,
+    decode_session,
+    decode_subscriptions,
+    encode_downlink,
+    encode_retained,
+    encode_session,
+    encode_subscriptions,
+    retained_key,
+    split_retained_key,
+)
+from mqttq.errors import StorageError
+from mqttq.model import Message, Subscription
+from mqttq.storage.kafka_client import (
+    Delivered,
+    KafkaAdmin,
+    KafkaConsumer,
+    KafkaProducer,
+    Record,
+)
+from mqttq.storage.ports import QueuedMessage
+
+__all__ = ["ClusterHandlers", "ClusterLink", "downlink_topic"]
+
+logger = logging.getLogger("mqttq.cluster")
+
+SESSION: Final = "client.session"
+SUBSCRIPTIONS: Final = "client.subscriptions"
+RETAINED: Final = "msg.retained"
+SESSION_EVENT: Final = "client.session.event"
+DOWNLINK_BASIC: Final = "msg.downlink.basic"
+DOWNLINK_PERSISTED: Final = "msg.downlink.persisted"
+EVENT_PARTITIONS: Final = 6
+DOWNLINK_PARTITIONS: Final = 6
+
+
+def downlink_topic(prefix: str, kind: str, node_id: str) -> str:
+    """`<prefix>msg.downlink.<basic|persisted>.<node>`."""
+    return f"{prefix}msg.downlink.{kind}.{node_id}"
+
+
+class ClusterHandlers(Protocol):
+    """What the broker does with what other nodes wrote (called on the event loop)."""
+
+    def on_session(self, client_id: str, info: SessionInfo | None) -> None: ...
+
+    def on_subscriptions(
+        self, client_id: str, tenant: str | None, subscriptions: list[Subscription]
+    ) -> None: ...
+
+    def on_retained(self, tenant: str, topic: str, message: Message | None) -> None: ...
+
+    def on_downlink(self, delivery: Downlinked) -> None: ...
+
+    def on_connect_event(
+        self, client_id: str, node_id: str, request: str, clean_start: bool
+    ) -> None: ...
+
+
+class ClusterLink:
+    """The cluster's Kafka topics as seen by node `node_id`."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        topic_prefix: str,
+        node_id: str,
+        *,
+        produce_timeout_ms: int = 10_000,
+    ) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.prefix = topic_prefix
+        self.node_id = node_id
+        self.writer = uuid.uuid4().hex
+        """This process's id in the records' `writer` header."""
+        self.timeout = max(10.0, produce_timeout_ms / 1000)
+        self._produce_timeout_ms = produce_timeout_ms
+        self._producer: KafkaProducer | None = None
+        self._handlers: ClusterHandlers | None = None
+        self._topics: list[CompactedTopic] = []
+        self._consumer: KafkaConsumer | None = None
+        self._task: asyncio.Task[None] | None = None
+        self.event_topic = f"{topic_prefix}{SESSION_EVENT}"
+        self.own_downlinks = (
+            downlink_topic(topic_prefix, "basic", node_id),
+            downlink_topic(topic_prefix, "persisted", node_id),
+        )
+        self.undecodable = 0
+
+    def _compacted(self, name: str, apply: Any) -> CompactedTopic:
+        assert self._producer is not None
+        return CompactedTopic(
+            self.bootstrap_servers,
+            f"{self.prefix}{name}",
+            self.node_id,
+            self.writer,
+            self._producer,
+            apply,
+            timeout=self.timeout,
+        )
+
+    async def open(self, handlers: ClusterHandlers) -> None:
+        """Create the topics when missing, read the replicated ones to their end (the
+        handlers get every record), then listen to this node's downlinks and to the
+        session events. Raises StorageError when Kafka does not answer in time."""
+        self._handlers = handlers
+        self._producer = KafkaProducer(
+            self.bootstrap_servers,
+            delivery_timeout_ms=self._produce_timeout_ms,
+            client_id=f"mqttq-cluster-{self.node_id}",
+        )
+        self.sessions = self._compacted(SESSION, self._apply_session)
+        self.subscriptions = self._compacted(SUBSCRIPTIONS, self._apply_subscriptions)
+        self.retained = self._compacted(RETAINED, self._apply_retained)
+        self._topics = [self.sessions, self.subscriptions, self.retained]
+        await asyncio.gather(*(topic.open() for topic in self._topics))
+        admin = KafkaAdmin(self.bootstrap_servers)
+        for topic in self.own_downlinks:
+            await admin.ensure_topic(topic, DOWNLINK_PARTITIONS, timeout=self.timeout)
+        await admin.ensure_topic(self.event_topic, EVENT_PARTITIONS, timeout=self.timeout)
+        self._consumer = await open_at_end(
+            self.bootstrap_servers,
+            admin,
+            [*self.own_downlinks, self.event_topic],
+            f"{self.prefix}cluster.{self.node_id}",
+            self.timeout,
+        )
+        self._task = asyncio.get_running_loop().create_task(
+            read_forever(self._consumer, self._handle, f"node {self.node_id} topics")
+        )
+
+    # ------------------------------------------------------------------ reading
+
+    def _apply_session(self, key: str, value: bytes | None) -> None:
+        assert self._handlers is not None
+        self._handlers.on_session(key, None if value is None else decode_session(value))
+
+    def _apply_subscriptions(self, key: str, value: bytes | None) -> None:
+        assert self._handlers is not None
+        if value is None:
+            self._handlers.on_subscriptions(key, None, [])
+        else:
+            self._handlers.on_subscriptions(key, *decode_subscriptions(value))
+
+    def _apply_retained(self, key: str, value: bytes | None) -> None:
+        assert self._handlers is not None
+        tenant, topic = split_retained_key(key)
+        self._handlers.on_retained(tenant, topic, None if value is None else decode_retained(value))
+
+    def _handle(self, records: list[Record]) -> None:
+        handlers = self._handlers
+        assert handlers is not None
+        for record in records:
+            try:
+                if record.topic == self.event_topic:
+                    event = json.loads(record.value)
+                    handlers.on_connect_event(
+                        str(event["client"]),
+                        str(event["node"]),
+                        str(event["request"]),
+                        bool(event.get("clean", False)),
+                    )
+                else:
+                    handlers.on_downlink(decode_downlink(record.key, record.value, record.headers))
+            except (StorageError, ValueError, KeyError, TypeError) as exc:
+                self.undecodable += 1
+                logger.error(
+                    "skipping record %s[%d]@%d: %s",
+                    record.topic,
+                    record.partition,
+                    record.offset,
+                    exc,
+                )
+
+    # ------------------------------------------------------------------ writing
+
+    def put_session(self, client_id: str, info: SessionInfo | None) -> asyncio.Future[Delivered]:
+        """Write (None: delete) the client's session record."""
+        if info is None:
+            return self.sessions.delete(client_id)
+        return self.sessions.put(client_id, encode_session(info))
+
+    def put_subscriptions(
+        self, client_id: str, tenant: str, subscriptions: list[Subscription]
+    ) -> asyncio.Future[Delivered]:
+        """Write the client's whole subscription set (none: a delete)."""
+        if not subscriptions:
+            return self.subscriptions.delete(client_id)
+        return self.subscriptions.put(client_id, encode_subscriptions(tenant, subscriptions))
+
+    def put_retained(
+        self, tenant: str, topic: str, message: Message | None
+    ) -> asyncio.Future[Delivered]:
+        """Write (None: delete) the retained message of `topic` in `tenant`."""
+        key = retained_key(tenant, topic)
+        if message is None:
+            return self.retained.delete(key)
+        return self.retained.put(key, encode_retained(message))
+
+    def send_downlink(
+        self,
+        node_id: str,
+        client_id: str,
+        tenant: str,
+        message: Message,
+        entry: QueuedMessage | None = None,
+    ) -> asyncio.Future[Delivered]:
+        """A delivery for `client_id`, connected to `node_id`: on its basic downlink, or
+        with `entry` (queued in Redis) on its persisted one."""
+        assert self._producer is not None
+        kind = "basic" if entry is None else "persisted"
+        key, value, headers = encode_downlink(client_id, tenant, message, entry)
+        return self._producer.produce(
+            downlink_topic(self.prefix, kind, node_id), value, key, headers
+        )
+
+    def connect_event(
+        self, client_id: str, request: str, clean_start: bool
+    ) -> asyncio.Future[Delivered]:
+        """Write a connect event of `client_id` made by this node (`clean_start`: the
+        connection starts a new session, so the old one ends)."""
+        assert self._producer is not None
+        event: dict[str, str | bool] = {
+            "client": client_id,
+            "node": self.node_id,
+            "request": request,
+            "clean": clean_start,
+        }
+        value = json.dumps(event)
+        return self._producer.produce(self.event_topic, value.encode(), client_id.encode())
+
+    async def close(self) -> None:
+        """Stop reading, flush what was written. Idempotent."""
+        task, self._task = self._task, None
+        consumer, self._consumer = self._consumer, None
+        await stop_reading(task, consumer)
+        for topic in self._topics:
+            await topic.close()
+        self._topics = []
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await producer.close(self.timeout)

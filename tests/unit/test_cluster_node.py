@@ -1,0 +1,78 @@
+"""mqttq/broker/cluster_node.py without Kafka: what a node makes of the records and
+connect events it reads (the link is a real ClusterLink, never opened: these handlers
+write nothing)."""
+
+from __future__ import annotations
+
+from mqttq.broker.cluster_node import ClusterNode
+from mqttq.broker.hub import Hub
+from mqttq.cluster.link import ClusterLink
+from mqttq.cluster.records import SessionInfo
+from mqttq.limits import Limits, Quota
+from mqttq.model import Message, Subscription
+from mqttq.routing.router import Delivery
+from mqttq.settings import MqttSettings
+from mqttq.storage.memory import MemoryStorage
+
+
+def _node(node_id: str = "node-1") -> ClusterNode:
+    limits = Limits(Quota(), Quota(), rate_wait=0.0, burst_seconds=1.0, tcp_rate=1e9, now=0.0)
+    hub = Hub(MqttSettings(), MemoryStorage(), limits)
+    node = ClusterNode(hub, ClusterLink("127.0.0.1:1", "t.", node_id))
+    hub.attach_cluster(node)
+    return node
+
+
+def _info(node: str | None, last: str, epoch: str, at: float | None = None) -> SessionInfo:
+    return SessionInfo(node, last, 5, 3600, "DEVICE", "default", at, epoch)
+
+
+def test_a_late_disconnect_record_of_an_older_connection_keeps_the_new_location() -> None:
+    node = _node()
+    node.on_session("c", _info("node-2", "node-2", "r1"))
+    node.on_connect_event("c", "node-2", "r1", False)
+    node.on_connect_event("c", "node-3", "r2", False)  # the client moved to node 3
+    assert node.directory["c"].node == "node-3"
+    # node 2 saved its disconnect of the older connection; read only now
+    node.on_session("c", _info(None, "node-2", "r1", 10.0))
+    assert (node.directory["c"].node, node.directory["c"].last_node) == ("node-3", "node-3")
+    assert node.is_connected("c")
+    # the connection of r2 ends: that record is applied
+    node.on_session("c", _info(None, "node-3", "r2", 20.0))
+    assert node.directory["c"].node is None
+    assert not node.is_connected("c")
+
+
+def test_remote_subscriptions_route_to_the_remote_client_and_are_replaced_whole() -> None:
+    node = _node()
+    node.on_session("c", _info("node-2", "node-2", "r1"))
+    node.on_subscriptions("c", "default", [Subscription("a/+", 1), Subscription("b/#", 0)])
+    router = node.hub.space("default").router
+    message = Message("a/x", b"p", 1)
+    deliveries = router.route(message, node.hub.is_online)
+    assert [(d.client_id, d.qos) for d in deliveries] == [("c", 1)]
+    node.on_subscriptions("c", "default", [Subscription("b/#", 0)])
+    assert router.route(message, node.hub.is_online) == []
+    node.on_subscriptions("c", None, [])  # deleted
+    assert router.subscriptions_of("c") == []
+
+
+def test_unknown_or_gone_clients_get_nothing() -> None:
+    node = _node()
+    delivery = Delivery("nobody", 1, False)
+    assert node.deliver("default", delivery, Message("a", b"", 1)) is None
+    # a non-persistent session whose client is disconnected: nothing waits for it
+    node.on_session("gone", SessionInfo(None, "node-2", 5, 0, "DEVICE", "default", 1.0))
+    assert node.deliver("default", Delivery("gone", 0, False), Message("a", b"", 0)) is None
+
+
+def test_retained_records_set_and_clear_the_tenants_retained_messages() -> None:
+    node = _node()
+    node.on_retained("acme", "r/1", Message("r/1", b"on", 1, True))
+    space = node.hub.space("acme")
+    kept = space.retained.get("r/1")
+    assert kept is not None and kept.payload == b"on"
+    assert "r/1" in space.topic_refs
+    node.on_retained("acme", "r/1", None)
+    assert space.retained.get("r/1") is None
+    assert "r/1" not in space.topic_refs
