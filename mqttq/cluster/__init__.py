@@ -1,0 +1,1 @@
+"""Distributed mode: what the nodes of one cluster share through Kafka and Redis."""
