@@ -24,12 +24,14 @@ from rich.text import Text
 
 from mqttq.cli.errors import CliError, explain, print_error
 from mqttq.cli.serve_admin import AdminHandle, open_auth_store, reload_limits, start_admin
+from mqttq.cli.serve_cluster import start_heartbeat
 from mqttq.config import Settings, load_settings
 from mqttq.errors import MqttqError
 from mqttq.logs import configure_logging
 
 if TYPE_CHECKING:
     from mqttq.broker.server import Broker
+    from mqttq.cluster.heartbeat import NodeHeartbeat
     from mqttq.storage.app_context import AppContextStore
     from mqttq.storage.log_ports import MessageLog
     from mqttq.storage.ports import Storage
@@ -256,6 +258,7 @@ async def _serve(
         loop.add_signal_handler(signum, _on_signal, stop, signum)
     reloads: set[asyncio.Task[None]] = set()
     admin: AdminHandle | None = None
+    heartbeat: NodeHeartbeat | None = None
 
     def on_hangup() -> None:
         broker.reload_certificates()
@@ -267,7 +270,10 @@ async def _serve(
     try:
         await broker.start()
         admin = await start_admin(broker, settings)
+        heartbeat = await start_heartbeat(broker, settings, admin)
     except BaseException:
+        if admin is not None:
+            await admin.close()
         await _release_after_failed_start(broker)
         raise
     written: Path | None = None
@@ -296,6 +302,8 @@ async def _serve(
             stopping.cancel()
         await serving
     finally:
+        if heartbeat is not None:
+            await heartbeat.stop()  # first: the cluster stops counting this node at once
         if admin is not None:
             await admin.close()
         # Idempotent: also covers a failure between start() and serve_forever().
