@@ -54,6 +54,13 @@ def cluster_status(redis_url: str) -> dict[str, Any]:
     return status
 
 
+def kill_node(broker: Any) -> None:
+    """SIGKILL a broker of `broker_factory` and leave it stopped (no clean stop at all)."""
+    broker.process.kill()
+    broker.process.wait()
+    broker.process = None
+
+
 def nodes_by_id(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {node["node_id"]: node for node in status["nodes"]}
 

@@ -8,6 +8,7 @@ import pytest
 from tests.cluster_ops.nodes import (
     INTERVAL_MS,
     cluster_status,
+    kill_node,
     node_config,
     nodes_by_id,
     redis_client,
@@ -94,10 +95,7 @@ def test_status_lists_two_nodes_with_their_clients_and_a_killed_one_goes(
     table = run_cli("cluster", "status", "--redis", redis_url)
     assert table.returncode == 0 and "st-1" in table.stdout and "alive" in table.stdout
 
-    assert second.process is not None
-    second.process.kill()
-    second.process.wait()
-    second.process = None
+    kill_node(second)
 
     def gone() -> bool:
         nodes = nodes_by_id(cluster_status(redis_url))
