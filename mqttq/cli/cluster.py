@@ -69,7 +69,8 @@ def status_command(
 
 
 def _print_table(status: dict[str, Any]) -> None:
-    console = Console(highlight=False)
+    # Piped: as wide as the rows need, never cut at 80 columns.
+    console = Console(highlight=False, width=None if sys.stdout.isatty() else 250)
     nodes = status["nodes"]
     if not nodes:
         console.print("no nodes: none has sent a heartbeat to this Redis in the last 10 minutes")

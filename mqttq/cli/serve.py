@@ -104,6 +104,18 @@ def serve(
             "Config key log.format, env MQTTQ_LOG__FORMAT; default json.",
         ),
     ] = None,
+    workers: Annotated[
+        int,
+        typer.Option(
+            metavar="N",
+            min=1,
+            max=256,
+            help="Run N nodes of one cluster on this machine (distributed mode only, "
+            'storage.log = "kafka"): N worker processes sharing the MQTT port through '
+            "SO_REUSEPORT, node ids <node id>-w<i>, data dirs <data dir>/w<i>, admin ports "
+            "admin.port + i. 1: this process is the node.",
+        ),
+    ] = 1,
     ready_file: Annotated[
         Path | None,
         typer.Option(
@@ -127,10 +139,20 @@ def serve(
         "log.format": log_format,
     }
     settings: Settings | None = None
+    from mqttq.cli.serve_workers import check_workers, run_workers  # noqa: PLC0415 (cycle)
+
     try:
         settings = load_settings(config, os.environ, overrides)
         configure_logging(settings.log.level, settings.log.format)
+        check_workers(settings, workers)
+        if workers > 1:
+            code = run_workers(settings, workers, config, ready_file)
+            if code != 0:
+                raise typer.Exit(code)
+            return
         run_broker(settings, ready_file=ready_file, announce=sys.stderr.isatty(), config=config)
+    except typer.Exit:
+        raise
     except Exception as exc:
         explained = explain(exc, settings)
         if explained is None:

@@ -36,6 +36,9 @@ logger = logging.getLogger("mqttq.cluster")
 
 TenantCounts = dict[str, dict[str, int]]
 
+STOP_TIMEOUT = 5.0
+"""Longest a clean stop waits for the beat in progress, then for the delete (seconds)."""
+
 
 class NodeHeartbeat:
     """Writes this node's heartbeat; reports the other nodes' tenant counts.
@@ -67,6 +70,7 @@ class NodeHeartbeat:
         self._tenant_counts = tenant_counts
         self._on_usage = on_cluster_usage
         self._task: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
         self._failing = False
         self._last_read = 0.0
         self.beats = 0
@@ -78,9 +82,13 @@ class NodeHeartbeat:
         self._task = asyncio.get_running_loop().create_task(self._run())
 
     async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            await self.beat()
+        # Never cancelled in the middle of a beat: a Redis command cut off by a
+        # cancellation can leave its connection unusable for the last command, the delete.
+        while not self._stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stop.wait(), self.interval)
+            if not self._stop.is_set():
+                await self.beat()
 
     async def beat(self) -> bool:
         """Write the record and counts, read the others' counts; False when Redis failed."""
