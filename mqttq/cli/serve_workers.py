@@ -182,11 +182,11 @@ def _supervise(
                 stop_all()
                 continue
             log.error(
-                "worker %d (node %s, pid %d) exited with code %d%s",
+                "worker %d (node %s, pid %d) %s%s",
                 worker.index,
                 worker.node_id,
                 worker.process.pid,
-                code,
+                _how_it_ended(code),
                 "" if is_stopping() else "; the other workers go on, nothing is restarted",
             )
         if not announced and all(w.ready_file.exists() for w in workers if w.exit_code is None):
@@ -194,6 +194,13 @@ def _supervise(
             _announce_ready(workers, ready_file, port)
         time.sleep(_POLL)
     return 1 if failed else 0
+
+
+def _how_it_ended(code: int) -> str:
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(-code).name} (exit code {code})"
+    return f"exited with code {code}"
 
 
 def _announce_ready(workers: list[_Worker], ready_file: Path | None, port: int) -> None:

@@ -148,7 +148,10 @@ def test_a_dead_worker_is_logged_and_not_restarted(
     supervisor.wait_ready()
     first, second = supervisor.worker_pids()
     os.kill(first, signal.SIGKILL)
-    wait_for(lambda: "exited with code -9" in supervisor.stderr(), what="the supervisor's log line")
+    wait_for(
+        lambda: "was killed by SIGKILL (exit code -9)" in supervisor.stderr(),
+        what="the supervisor's log line",
+    )
     assert _alive(second) and supervisor.process.poll() is None
     supervisor.process.send_signal(signal.SIGTERM)
     assert supervisor.process.wait(timeout=START_DEADLINE) == 1
