@@ -67,6 +67,7 @@ class _Worker:
     ready_file: Path
     process: subprocess.Popen[bytes]
     exit_code: int | None = None
+    signalled: bool = False
 
 
 def run_workers(
@@ -88,11 +89,14 @@ def run_workers(
     started: list[_Worker] = []
     stopping = False
 
-    def forward(signum: int, _frame: object) -> None:
+    def forward(signum: int, _frame: object, *, once: bool = False) -> None:
+        # A second signal reaches the workers too (they take it as "exit now"), unless
+        # `once`: then only the workers not signalled yet get it.
         nonlocal stopping
         stopping = True
         for worker in started:
-            if worker.exit_code is None:
+            if worker.exit_code is None and not (once and worker.signalled):
+                worker.signalled = True
                 with contextlib.suppress(ProcessLookupError):
                     worker.process.send_signal(signum)
 
@@ -100,8 +104,14 @@ def run_workers(
     try:
         for index in range(workers):
             started.append(_start(settings, config, base, index, port))
+        if stopping:  # a signal came while starting: the workers started since get it too
+            forward(signal.SIGTERM, None, once=True)
         code = _supervise(
-            started, lambda: stopping, lambda: forward(signal.SIGTERM, None), ready_file, port
+            started,
+            lambda: stopping,
+            lambda: forward(signal.SIGTERM, None, once=True),
+            ready_file,
+            port,
         )
     finally:
         for signum, handler in previous.items():
