@@ -14,7 +14,7 @@ from mqttq.cluster.status import cluster_status
 from mqttq.storage.redis_keys import connect
 from tests.cluster_ops.nodes import kill_node, node_config
 from tests.integration.helpers import Clients
-from tests.integration.test_limits import V311_SERVER_UNAVAILABLE
+from tests.integration.test_limits import SESSION_EXPIRY, V311_SERVER_UNAVAILABLE
 from tests.integration.test_limits import connect as connect_client
 from tests.integration.waiting import BrokerFactory, BrokerUnderTest, wait_for
 from tests.integration.wire import RC
@@ -80,6 +80,34 @@ def test_tenant_connections_count_across_two_nodes(
     wait_for(admitted, interval=0.2, what="node 2 to forget the killed node's connections")
     connect_client(clients, second, "b2", "default")
     assert _refused(clients, second, "b3", 5) == RC.QUOTA_EXCEEDED
+
+
+def test_tenant_sessions_and_topics_count_across_two_nodes(
+    kafka: KafkaServer,
+    kafka_prefix: str,
+    redis_url: str,
+    broker_factory: BrokerFactory,
+    clients: Clients,
+) -> None:
+    """max_sessions = 2 and max_topics = 1 for the tenant: a persistent session kept on
+    node 1 after its client left and a subscription there count on node 2 as well."""
+    quota = "[mqtt_limit.tenant]\nmax_sessions = 2\nmax_topics = 1\n"
+    first = broker_factory(node_config("ts-1", kafka.bootstrap, kafka_prefix, redis_url, quota))
+    second = broker_factory(node_config("ts-2", kafka.bootstrap, kafka_prefix, redis_url, quota))
+    kept, _ = connect_client(clients, first, "kept", "acme", clean=False, props=[SESSION_EXPIRY])
+    assert kept.subscribe(("t/1", 1)).reason_codes == (1,)
+    kept.disconnect()
+    subscriber, _ = connect_client(clients, second, "online", "acme")
+
+    def session_refused() -> bool:
+        client, code = connect_client(clients, second, "third", "acme", expect_success=False)
+        client.close()
+        return code == RC.QUOTA_EXCEEDED
+
+    wait_for(session_refused, interval=0.1, what="node 2 to count node 1's kept session")
+    # The tenant's one topic is held on node 1: a new filter on node 2 is refused.
+    suback = subscriber.subscribe(("t/2", 1))
+    assert suback.reason_codes == (RC.QUOTA_EXCEEDED,)
 
 
 def test_heartbeat_on_a_redis_cluster(redis_cluster_url: str) -> None:
