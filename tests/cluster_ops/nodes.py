@@ -3,10 +3,12 @@ run as a user would, and a look into Redis."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import redis
@@ -65,5 +67,11 @@ def nodes_by_id(status: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {node["node_id"]: node for node in status["nodes"]}
 
 
-def redis_client(url: str) -> redis.Redis:
-    return redis.Redis.from_url(url)
+@contextlib.contextmanager
+def redis_client(url: str) -> Iterator[redis.Redis]:
+    """A client of the Redis at `url`, closed on leaving (no socket left to the GC)."""
+    client = redis.Redis.from_url(url)
+    try:
+        yield client
+    finally:
+        client.close()

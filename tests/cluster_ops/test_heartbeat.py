@@ -37,26 +37,26 @@ def test_heartbeat_keys_have_a_ttl_and_go_on_a_clean_stop(
 ) -> None:
     broker = broker_factory(node_config("hb-1", kafka.bootstrap, kafka_prefix, redis_url))
     clients.connected(broker, "one")
-    db = redis_client(redis_url)
-    node_key, tenants_key = _keys("hb-1")
+    with redis_client(redis_url) as db:
+        node_key, tenants_key = _keys("hb-1")
 
-    def beating() -> bool:
+        def beating() -> bool:
+            record = db.hgetall(node_key)
+            return record.get(b"connections") == b"1" and db.exists(tenants_key) == 1
+
+        wait_for(beating, what="the heartbeat with one connection")
+        assert 0 < db.pttl(node_key) <= 3 * INTERVAL_MS
+        assert 0 < db.pttl(tenants_key) <= 3 * INTERVAL_MS
+        assert db.hget(tenants_key, "default") == b"[1, 1, 0]"
+        assert db.zscore(NODES, "hb-1") is not None
         record = db.hgetall(node_key)
-        return record.get(b"connections") == b"1" and db.exists(tenants_key) == 1
+        assert record[b"node_id"] == b"hb-1"
+        assert int(record[b"pid"]) > 0 and f'"tcp": {broker.port}'.encode() in record[b"ports"]
 
-    wait_for(beating, what="the heartbeat with one connection")
-    assert 0 < db.pttl(node_key) <= 3 * INTERVAL_MS
-    assert 0 < db.pttl(tenants_key) <= 3 * INTERVAL_MS
-    assert db.hget(tenants_key, "default") == b"[1, 1, 0]"
-    assert db.zscore(NODES, "hb-1") is not None
-    record = db.hgetall(node_key)
-    assert record[b"node_id"] == b"hb-1"
-    assert int(record[b"pid"]) > 0 and f'"tcp": {broker.port}'.encode() in record[b"ports"]
-
-    clients.close_all()
-    assert broker.terminate() == 0
-    assert db.exists(node_key, tenants_key) == 0
-    assert db.zscore(NODES, "hb-1") is None
+        clients.close_all()
+        assert broker.terminate() == 0
+        assert db.exists(node_key, tenants_key) == 0
+        assert db.zscore(NODES, "hb-1") is None
 
 
 def test_status_lists_two_nodes_with_their_clients_and_a_killed_one_goes(
@@ -102,8 +102,8 @@ def test_status_lists_two_nodes_with_their_clients_and_a_killed_one_goes(
         return nodes["st-2"]["state"] == "gone" and nodes["st-1"]["state"] == "alive"
 
     wait_for(gone, interval=0.2, what="the killed node to be gone")
-    db = redis_client(redis_url)
-    assert db.exists(*_keys("st-2")) == 0
+    with redis_client(redis_url) as db:
+        assert db.exists(*_keys("st-2")) == 0
 
 
 def test_status_without_redis_is_one_line_and_exit_1(redis_url: str) -> None:
