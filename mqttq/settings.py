@@ -65,6 +65,9 @@ class ListenerSettings:
 
     host: str = "127.0.0.1"
     port: int = 1883
+    reuse_port: bool = False
+    """Bind every listener with SO_REUSEPORT, so that several processes share its port and
+    the kernel spreads connections over them (`mqttq serve --workers` sets it)."""
     tls: TlsListenerSettings = field(default_factory=TlsListenerSettings)
     ws: WsListenerSettings = field(default_factory=WsListenerSettings)
     wss: WssListenerSettings = field(default_factory=WssListenerSettings)

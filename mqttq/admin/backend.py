@@ -54,6 +54,12 @@ class AdminBackend(Protocol):
 
     def metrics(self) -> MetricsSnapshot: ...
 
+    async def cluster_status(self) -> JSON:
+        """The nodes of the cluster (mqttq.cluster.status) with `"distributed": true`, or
+        `{"distributed": false, "nodes": [], ...}` for an embedded broker. Raises
+        mqttq.cluster.status.ClusterStatusError (503) when Redis cannot be read."""
+        ...
+
     # sessions --------------------------------------------------------------------------
     def list_sessions(self, tenant: str | None, prefix: str | None, limit: int) -> list[JSON]:
         """At most `limit` sessions (online or not) ordered by client id: client_id,

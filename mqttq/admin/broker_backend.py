@@ -56,6 +56,18 @@ class BrokerAdmin:
             listeners=self.broker.listener_connections(),
         )
 
+    async def cluster_status(self) -> JSON:
+        settings = self.broker.settings
+        if settings.storage.log != "kafka":
+            return {"distributed": False, "nodes": [], "alive": 0, "stale": 0, "gone": 0}
+        from mqttq.cluster.status import read_cluster_status  # noqa: PLC0415
+
+        redis = settings.redis
+        status = await read_cluster_status(
+            redis.url, cluster=redis.cluster, key_prefix=redis.key_prefix
+        )
+        return {"distributed": True, **status}
+
     # ------------------------------------------------------------------ sessions
 
     def list_sessions(self, tenant: str | None, prefix: str | None, limit: int) -> list[JSON]:

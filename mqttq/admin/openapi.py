@@ -238,6 +238,39 @@ _SCHEMAS: Final[JSON] = {
         },
         ["status", "version", "uptime_seconds", "mqtt_port"],
     ),
+    "ClusterNode": _object(
+        {
+            "node_id": {"type": "string"},
+            "state": {"type": "string", "enum": ["alive", "stale", "gone"]},
+            "heartbeat_at": {"type": "number", "description": "Seconds since the epoch."},
+            "heartbeat_age_s": {"type": "number"},
+            "host": {"type": "string"},
+            "ports": {"type": "object", "additionalProperties": {"type": "integer"}},
+            "pid": {"type": "integer"},
+            "started_at": {"type": "number"},
+            "interval_ms": {"type": "integer"},
+            "connections": {"type": "integer"},
+            "sessions": {"type": "integer"},
+            "log_consumer_lag": {"type": "integer"},
+            "app_consumer_lag": {"type": "integer"},
+            "admin_url": {"type": "string"},
+            "tenants": {"type": "object", "additionalProperties": _ref("Usage")},
+        },
+        ["node_id", "state", "heartbeat_at", "heartbeat_age_s"],
+    ),
+    "Cluster": _object(
+        {
+            "distributed": {
+                "type": "boolean",
+                "description": "False: this broker is embedded (no nodes in Redis).",
+            },
+            "nodes": {"type": "array", "items": _ref("ClusterNode")},
+            "alive": {"type": "integer"},
+            "stale": {"type": "integer"},
+            "gone": {"type": "integer"},
+        },
+        ["distributed", "nodes", "alive", "stale", "gone"],
+    ),
     "Quota": _object(dict(_QUOTA_PROPERTIES), list(QUOTA_FIELDS)),
     "QuotaChange": {
         **_object(dict(_QUOTA_PROPERTIES)),
@@ -438,6 +471,15 @@ _PATHS: Final[JSON] = {
             tag="service",
         )
     },
+    f"{_API}/cluster": {
+        "get": _operation(
+            "getCluster",
+            "The nodes of the cluster from their heartbeats in Redis: clients, consumer "
+            "lag, last heartbeat, state (503: Redis cannot be reached).",
+            {"200": _json(_ref("Cluster"), "The nodes.")} | _errors(400, 503),
+            tag="cluster",
+        )
+    },
     f"{_API}/sessions": {
         "get": _operation(
             "listSessions",
@@ -615,7 +657,15 @@ _DOCUMENT: Final[JSON] = {
     "security": [{"bearerAuth": []}],
     "tags": [
         {"name": name}
-        for name in ("service", "sessions", "retained", "tenants", "limits", "credentials")
+        for name in (
+            "service",
+            "cluster",
+            "sessions",
+            "retained",
+            "tenants",
+            "limits",
+            "credentials",
+        )
     ],
     "paths": _PATHS,
     "components": {

@@ -15,6 +15,8 @@ from mqttq.admin.openapi import openapi_document
 from mqttq.admin.routes_credentials import credential_routes
 from mqttq.admin.routes_sessions import session_routes
 from mqttq.admin.routes_tenants import tenant_routes
+from mqttq.admin.validation import query_params
+from mqttq.cluster.status import ClusterStatusError
 
 __all__ = ["PUBLIC_PATHS", "admin_routes"]
 
@@ -36,8 +38,16 @@ def admin_routes(backend: AdminBackend, render_metrics: Callable[[], bytes]) -> 
     async def metrics(request: web.Request) -> web.Response:
         return web.Response(body=render_metrics(), headers={"Content-Type": CONTENT_TYPE})
 
+    async def cluster(request: web.Request) -> web.Response:
+        query_params(request, ())
+        try:
+            return web.json_response(await backend.cluster_status())
+        except ClusterStatusError as exc:
+            return web.json_response({"error": str(exc), "field": None}, status=503)
+
     return [
         web.get("/health", health, allow_head=False),
+        web.get("/api/v1/cluster", cluster, allow_head=False),
         web.get("/openapi.json", openapi, allow_head=False),
         web.get("/metrics", metrics, allow_head=False),
         *session_routes(backend),

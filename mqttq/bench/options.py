@@ -47,6 +47,19 @@ class BenchOptions:
     topic_prefix: str = "mqttq-bench"
     username: str | None = None
     password: str | None = None
+    node_ports: tuple[int, ...] = ()
+    """Ports of several broker nodes on `host` (replacing `port`): client i of a scenario
+    connects to `node_ports[i % n]`, with subscribers one node further on `cross_nodes`."""
+    cross_nodes: bool = False
+    """With `node_ports`: subscriber i connects to node (i + 1) % n, so that each p2p pair's
+    messages cross from one node to another."""
+
+    def port_for(self, index: int, *, subscriber: bool) -> int:
+        """The port client `index` (a publisher's or a subscriber's) connects to."""
+        if not self.node_ports:
+            return self.port
+        shift = 1 if subscriber and self.cross_nodes else 0
+        return self.node_ports[(index + shift) % len(self.node_ports)]
 
     def validate(self) -> None:
         """Raise BenchError naming the first bad option."""
@@ -72,6 +85,8 @@ class BenchOptions:
             raise BenchError(f"--drain-timeout must be > 0, got {self.drain_timeout}")
         if not 1 <= self.port <= 65535:
             raise BenchError(f"--port must be in 1..65535, got {self.port}")
+        if any(not 1 <= port <= 65535 for port in self.node_ports):
+            raise BenchError(f"--node-ports must be in 1..65535, got {self.node_ports}")
         if self.workers < 0:
             raise BenchError(f"--workers must be >= 0, got {self.workers}")
         if not self.topic_prefix or any(c in self.topic_prefix for c in "+#\x00"):

@@ -192,13 +192,14 @@ class Worker:
         )
 
     async def _connect(
-        self, client: BenchClient, *, clean_start: bool, session_expiry: int = 0
+        self, client: BenchClient, *, clean_start: bool, session_expiry: int = 0, port: int = 0
     ) -> bool:
-        """Connect and check what the broker allows; returns CONNACK Session Present."""
+        """Connect (to `port`, else `--port`) and check what the broker allows; returns
+        CONNACK Session Present."""
         o = self.options
         connack = await client.connect(
             o.host,
-            o.port,
+            port or o.port,
             clean_start=clean_start,
             session_expiry=session_expiry,
             keep_alive=o.keep_alive,
@@ -221,18 +222,19 @@ class Worker:
         persistent = self.plan.persistent
         client = self._new_client(sub.spec.client_id, on_payload=sub.on_payload)
         sub.client = client
+        port = o.port_for(sub.spec.index, subscriber=True)
         if not persistent:
-            await self._connect(client, clean_start=True)
+            await self._connect(client, clean_start=True, port=port)
         elif first:
             # A fresh session that outlives the connection [MQTT-3.1.2-4, MQTT-3.1.2-5]:
             # 5.0 starts clean with an expiry; 3.1.1 uses a never-seen client id (the run id)
             # with Clean Session 0.
             await self._connect(
-                client, clean_start=o.protocol == 5, session_expiry=o.session_expiry
+                client, clean_start=o.protocol == 5, session_expiry=o.session_expiry, port=port
             )
         else:
             sub.result.session_present = await self._connect(
-                client, clean_start=False, session_expiry=o.session_expiry
+                client, clean_start=False, session_expiry=o.session_expiry, port=port
             )
             return
         await client.subscribe([(sub.spec.topic_filter, o.qos)], timeout=o.connect_timeout)
@@ -240,7 +242,8 @@ class Worker:
     async def _connect_publisher(self, spec: PublisherSpec) -> None:
         client = self._new_client(spec.client_id, ack_histogram=self.result.puback)
         self.publishers.append((spec, client))
-        await self._connect(client, clean_start=True)
+        port = self.options.port_for(spec.index, subscriber=False)
+        await self._connect(client, clean_start=True, port=port)
 
     # -- phases -------------------------------------------------------------------------
 

@@ -95,6 +95,7 @@ async def open_endpoints(
                 port,
                 ssl=None if holder is None else holder.context,
                 ssl_handshake_timeout=handshake_timeout if holder is not None else None,
+                reuse_port=listener.reuse_port,
             )
             found.servers[name] = server
             found.ports[name] = bound_port(server)

@@ -34,10 +34,12 @@ async def start_tcp_listener(
     *,
     ssl: SSLContext | None = None,
     ssl_handshake_timeout: float | None = None,
+    reuse_port: bool = False,
 ) -> asyncio.Server:
     """Bind `host:port` (port 0 picks a free one) and start accepting; with `ssl`, each
     connection reaches `protocol_factory`'s protocol once its TLS handshake is done
-    (within `ssl_handshake_timeout` seconds).
+    (within `ssl_handshake_timeout` seconds). `reuse_port`: SO_REUSEPORT, so that other
+    processes may bind the same port (the kernel spreads connections over them).
 
     asyncio's accept loop already survives EMFILE/ENFILE (it logs and retries after a
     pause), so a burst past the file-descriptor limit does not stop the listener.
@@ -48,6 +50,7 @@ async def start_tcp_listener(
         port,
         backlog=BACKLOG,
         reuse_address=True,
+        reuse_port=reuse_port or None,
         start_serving=False,
         ssl=ssl,
         ssl_handshake_timeout=ssl_handshake_timeout,

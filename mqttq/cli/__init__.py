@@ -8,6 +8,7 @@ import typer
 
 from mqttq import __version__
 from mqttq.cli.bench import bench_app
+from mqttq.cli.cluster import cluster_app
 from mqttq.cli.credentials import credentials_app
 from mqttq.cli.migrate import migrate_app
 from mqttq.cli.report import report_app
@@ -30,6 +31,7 @@ app.add_typer(migrate_app, name="migrate")
 app.add_typer(report_app, name="report")
 app.add_typer(tenant_app, name="tenant")
 app.add_typer(credentials_app, name="credentials")
+app.add_typer(cluster_app, name="cluster")
 
 
 def _print_version(value: bool) -> None:

@@ -134,8 +134,29 @@ def p2p(
     topic_prefix: Prefix = "mqttq-bench",
     username: Username = None,
     password: Password = None,
+    node_ports: Annotated[
+        str,
+        typer.Option(
+            metavar="P1,P2,...",
+            help="Several broker nodes on --host (a cluster): pair i connects to node i % n "
+            "instead of --port.",
+        ),
+    ] = "",
+    cross_nodes: Annotated[
+        bool,
+        typer.Option(
+            "--cross-nodes",
+            help="With --node-ports: subscriber i connects to node (i + 1) % n, so every "
+            "pair's messages cross nodes.",
+        ),
+    ] = False,
 ) -> None:
     """N pairs: publisher i publishes on its own topic, only subscriber i receives it."""
+    try:
+        ports = tuple(int(p) for p in node_ports.split(",") if p.strip())
+    except ValueError:
+        Console(stderr=True).print(f"--node-ports: expected P1,P2,..., got {node_ports!r}")
+        raise typer.Exit(1) from None
     _execute(
         lambda prefix: sc.p2p(prefix, pairs),
         json_only,
@@ -155,6 +176,8 @@ def p2p(
         topic_prefix=topic_prefix,
         username=username,
         password=password,
+        node_ports=ports,
+        cross_nodes=cross_nodes,
     )
 
 

@@ -24,12 +24,14 @@ from rich.text import Text
 
 from mqttq.cli.errors import CliError, explain, print_error
 from mqttq.cli.serve_admin import AdminHandle, open_auth_store, reload_limits, start_admin
+from mqttq.cli.serve_cluster import start_heartbeat
 from mqttq.config import Settings, load_settings
 from mqttq.errors import MqttqError
 from mqttq.logs import configure_logging
 
 if TYPE_CHECKING:
     from mqttq.broker.server import Broker
+    from mqttq.cluster.heartbeat import NodeHeartbeat
     from mqttq.cluster.link import ClusterLink
     from mqttq.storage.app_context import AppContextStore
     from mqttq.storage.log_ports import MessageLog
@@ -103,6 +105,18 @@ def serve(
             "Config key log.format, env MQTTQ_LOG__FORMAT; default json.",
         ),
     ] = None,
+    workers: Annotated[
+        int,
+        typer.Option(
+            metavar="N",
+            min=1,
+            max=256,
+            help="Run N nodes of one cluster on this machine (distributed mode only, "
+            'storage.log = "kafka"): N worker processes sharing the MQTT port through '
+            "SO_REUSEPORT, node ids <node id>-w<i>, data dirs <data dir>/w<i>, admin ports "
+            "admin.port + i. 1: this process is the node.",
+        ),
+    ] = 1,
     ready_file: Annotated[
         Path | None,
         typer.Option(
@@ -126,10 +140,20 @@ def serve(
         "log.format": log_format,
     }
     settings: Settings | None = None
+    from mqttq.cli.serve_workers import check_workers, run_workers  # noqa: PLC0415 (cycle)
+
     try:
         settings = load_settings(config, os.environ, overrides)
         configure_logging(settings.log.level, settings.log.format)
+        check_workers(settings, workers)
+        if workers > 1:
+            code = run_workers(settings, workers, config, ready_file)
+            if code != 0:
+                raise typer.Exit(code)
+            return
         run_broker(settings, ready_file=ready_file, announce=sys.stderr.isatty(), config=config)
+    except typer.Exit:
+        raise
     except Exception as exc:
         explained = explain(exc, settings)
         if explained is None:
@@ -275,6 +299,7 @@ async def _serve(
         loop.add_signal_handler(signum, _on_signal, stop, signum)
     reloads: set[asyncio.Task[None]] = set()
     admin: AdminHandle | None = None
+    heartbeat: NodeHeartbeat | None = None
 
     def on_hangup() -> None:
         broker.reload_certificates()
@@ -286,7 +311,10 @@ async def _serve(
     try:
         await broker.start()
         admin = await start_admin(broker, settings)
+        heartbeat = await start_heartbeat(broker, settings, admin)
     except BaseException:
+        if admin is not None:
+            await admin.close()
         await _release_after_failed_start(broker)
         raise
     written: Path | None = None
@@ -315,6 +343,8 @@ async def _serve(
             stopping.cancel()
         await serving
     finally:
+        if heartbeat is not None:
+            await heartbeat.stop()  # first: the cluster stops counting this node at once
         if admin is not None:
             await admin.close()
         # Idempotent: also covers a failure between start() and serve_forever().

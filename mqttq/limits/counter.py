@@ -15,23 +15,28 @@ def _check(limit: int) -> None:
 
 class CountLimit:
     """`count` resources held out of `limit`. `try_acquire` admits only while
-    `count < limit`, so the count never reaches `limit + 1` through it (RobustMQ compares
-    with `>` and lets one past); `force_acquire` counts past the limit (state restored at
-    start must be counted, never dropped); `count` never goes below 0."""
+    `count + others < limit`, so the count never reaches `limit + 1` through it (RobustMQ
+    compares with `>` and lets one past); `force_acquire` counts past the limit (state
+    restored at start must be counted, never dropped); `count` never goes below 0.
 
-    __slots__ = ("count", "limit")
+    `others`: what the other nodes of a cluster hold of the same limit (0 on a lone node;
+    set from their heartbeats in Redis), so that a tenant's limit counts cluster-wide."""
+
+    __slots__ = ("count", "limit", "others")
 
     count: int
     limit: int
+    others: int
 
     def __init__(self, limit: int) -> None:
         _check(limit)
         self.limit = limit
         self.count = 0
+        self.others = 0
 
     def try_acquire(self) -> bool:
-        """Hold one more if `count < limit` (True); else change nothing (False)."""
-        if self.count < self.limit:
+        """Hold one more if `count + others < limit` (True); else change nothing (False)."""
+        if self.count + self.others < self.limit:
             self.count += 1
             return True
         return False
@@ -53,4 +58,4 @@ class CountLimit:
         self.limit = limit
 
     def __repr__(self) -> str:
-        return f"CountLimit(count={self.count}, limit={self.limit})"
+        return f"CountLimit(count={self.count}, others={self.others}, limit={self.limit})"

@@ -92,6 +92,13 @@ class _LayerLimits:
         self.sessions.set_limit(quota.max_sessions)
         self.topics.set_limit(quota.max_topics)
 
+    def set_others(self, counts: Mapping[str, int] | None) -> None:
+        """What other nodes hold of these counts (None: nothing)."""
+        counts = counts or {}
+        self.connections.others = max(0, counts.get("connections", 0))
+        self.sessions.others = max(0, counts.get("sessions", 0))
+        self.topics.others = max(0, counts.get("topics", 0))
+
     def usage(self) -> dict[str, int]:
         return {
             "connections": self.connections.count,
@@ -144,6 +151,7 @@ class Limits:
         "_node",
         "_node_quota",
         "_rate_wait",
+        "_remote",
         "_tcp",
         "_tenant_quotas",
         "_tenants",
@@ -180,6 +188,7 @@ class Limits:
         self._default_quota = tenant_default
         self._tenant_quotas: dict[str, Quota] = dict(tenant_quotas or {})
         self._tenants: dict[str, _LayerLimits] = {}
+        self._remote: dict[str, Mapping[str, int]] = {}
         self.refusals = {}
 
     # ------------------------------------------------------------------ settings
@@ -258,6 +267,15 @@ class Limits:
         _check_seconds("tcp_rate", rate)
         self._tick(now)
         self._tcp.set_rate(rate, rate * self._burst_seconds, now)
+
+    def set_cluster_usage(self, usage: Mapping[str, Mapping[str, int]]) -> None:
+        """What the other nodes of the cluster hold, by tenant (`{"connections": n,
+        "sessions": n, "topics": n}`; a tenant not named holds nothing elsewhere).
+        From now on a tenant's count limits admit only while this node's own count plus
+        the others' stays below the tenant's quota; the node layer stays this node's own."""
+        self._remote = {tenant: dict(counts) for tenant, counts in usage.items()}
+        for tenant, limiter in self._tenants.items():
+            limiter.set_others(self._remote.get(tenant))
 
     # ------------------------------------------------------------------ rates
 
@@ -410,6 +428,8 @@ class Limits:
         self._tick(now)
         # Created full: a bucket full at an earlier `now` is full at any later one.
         own = _LayerLimits(self.quota_of(tenant), self._burst_seconds, self._clock)
+        if self._remote:
+            own.set_others(self._remote.get(tenant))
         self._tenants[tenant] = own
         return own
 

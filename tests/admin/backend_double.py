@@ -46,6 +46,9 @@ class BackendDouble:
     def metrics(self) -> MetricsSnapshot:
         return self.snapshot
 
+    async def cluster_status(self) -> JSON:
+        return {"distributed": False, "nodes": [], "alive": 0, "stale": 0, "gone": 0}
+
     def list_sessions(self, tenant: str | None, prefix: str | None, limit: int) -> list[JSON]:
         if self.broken:
             raise RuntimeError("the double was told to break")

@@ -158,6 +158,7 @@ def test_served_document_is_this_one(admin: RunAdmin) -> None:
 
 CALLS = [
     ("get", "/health", "/health", None, 200),
+    ("get", "/api/v1/cluster", "/api/v1/cluster", None, 200),
     ("get", "/api/v1/sessions", "/api/v1/sessions", None, 200),
     ("get", "/api/v1/sessions/c1", "/api/v1/sessions/{client_id}", None, 200),
     ("get", "/api/v1/sessions/c2", "/api/v1/sessions/{client_id}", None, 200),
