@@ -57,10 +57,6 @@ def filter_covers(acl_filter: str, requested: str) -> bool:
     if allowed[0] in ("+", "#") and wanted[0].startswith("$"):
         # `requested` matches only `$` topics, which a leading wildcard never matches.
         return False
-    if wanted == ["#"] and allowed == ["+", "#"]:
-        # A topic name has at least one non-empty level, so `+/#` matches every topic `#`
-        # does (the `$` ones excepted on both sides).
-        return True
     depth = len(wanted)
     for index, level in enumerate(allowed):
         if level == "#":
@@ -70,9 +66,11 @@ def filter_covers(acl_filter: str, requested: str) -> bool:
             return False
         want = wanted[index]
         if want == "#":
-            # `requested` matches topics of every depth from here on; `acl_filter`, with
-            # no `#` at this level, matches a bounded set of depths.
-            return False
+            # `requested` matches topics of every depth from here on, and the parent:
+            # `acl_filter` covers that only as `+/#` here, and only when the parent is
+            # no topic at all (`#` or `/#`: a topic name is at least one character).
+            parentless = index == 0 or (index == 1 and wanted[0] == "")
+            return parentless and level == "+" and allowed[index + 1 :] == ["#"]
         if level == "+":
             continue
         if want == "+" or want != level:

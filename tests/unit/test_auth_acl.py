@@ -49,6 +49,13 @@ COVERS = [
     ("+/#", "a", True),
     ("+/+/#", "#", False),
     ("+/+/#", "a", False),
+    # `X/#` also matches its parent `X`, which `X/+/#` does not, unless there is no parent
+    # topic: `#` and `/#` (a topic name is at least one character; found by Hypothesis).
+    ("+/#", "#", True),
+    ("/+/#", "/#", True),
+    ("+/+/#", "/#", True),
+    ("a/+/#", "a/#", False),
+    ("/+/+/#", "/#", False),
     ("a//b", "a//b", True),  # empty levels are levels
     ("a/+/b", "a//b", True),
     ("a//b", "a/+/b", False),
