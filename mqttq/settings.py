@@ -6,6 +6,7 @@ validates it; this module only says what the sections and keys are.
 
 from __future__ import annotations
 
+import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -258,10 +259,12 @@ class ClusterSettings:
 
 def node_id_of(settings: Settings) -> str:
     """The node id: `[cluster] node_id`, or `<host name>-<MQTT port>` when it is empty
-    (characters Kafka topic names cannot hold become `-`)."""
+    (`<host name>-pid<pid>` on port 0, which two nodes of one host may both be given;
+    characters Kafka topic names cannot hold become `-`)."""
     if settings.cluster.node_id:
         return settings.cluster.node_id
-    raw = f"{socket.gethostname()}-{settings.listener.port}"
+    port = settings.listener.port
+    raw = f"{socket.gethostname()}-{port if port else f'pid{os.getpid()}'}"
     return "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "-" for c in raw)
 
 

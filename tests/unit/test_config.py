@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from mqttq.config import (
     parse_settings,
 )
 from mqttq.errors import ConfigError
+from mqttq.settings import node_id_of
 
 
 def config_error(
@@ -408,3 +411,22 @@ def test_bad_listener_settings_name_the_key(text: str, key: str) -> None:
     with pytest.raises(ConfigError) as caught:
         parse_settings(text, {}, {})
     assert key in str(caught.value)
+
+
+def test_node_id_is_the_setting_else_host_and_port_else_host_and_pid() -> None:
+    named = parse_settings('[cluster]\nnode_id = "node-1"\n', {}, {})
+    assert node_id_of(named) == "node-1"
+    host = "".join(
+        c if c.isascii() and (c.isalnum() or c in "._-") else "-" for c in socket.gethostname()
+    )
+    on_port = parse_settings("[listener]\nport = 1884\n", {}, {})
+    assert node_id_of(on_port) == f"{host}-1884"
+    any_port = parse_settings("[listener]\nport = 0\n", {}, {})
+    assert node_id_of(any_port) == f"{host}-pid{os.getpid()}"
+
+
+def test_node_id_names_kafka_topics_so_it_holds_their_characters_only() -> None:
+    with pytest.raises(ConfigError, match=r"cluster\.node_id.*letters, digits"):
+        parse_settings('[cluster]\nnode_id = "node 1"\n', {}, {})
+    with pytest.raises(ConfigError, match=r"cluster\.node_id.*at most 64"):
+        parse_settings(f'[cluster]\nnode_id = "{"n" * 65}"\n', {}, {})
