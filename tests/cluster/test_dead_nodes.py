@@ -7,6 +7,7 @@ moves to the node its client reconnects to."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 import pytest
@@ -177,4 +178,32 @@ def test_persistent_session_of_a_killed_node_moves_to_its_client(
 
     wait_for(on_three, timeout=DEADLINE, interval=0.5, what="the session recorded on node-3")
     publish_acked(publisher, "c/x", [b"live"])
+    assert payloads(again, 1) == [b"live"]
+
+
+def test_a_reconnect_before_the_clean_up_keeps_its_session(
+    nodes: Nodes, kafka: KafkaServer, kafka_prefix: str, redis_url: str, clients: Clients
+) -> None:
+    """The client of a killed node reconnects to node 3 at once, before node 2 is seen
+    gone: once node 1 has beaten twice after node 2's keys expired, the session is still
+    node 3's (no clean-up record overrode it) and gets its messages live."""
+    props = [(Prop.SESSION_EXPIRY_INTERVAL, 3600)]
+    three, publisher = _device_on_killed_node(nodes, clients, props, "d")
+    again = clients.raw(three)
+    assert again.connect("dev", level=5, clean=False, props=props).session_present
+    store = redis.Redis.from_url(redis_url)
+    wait_for(
+        lambda: not store.exists("mqttq:cluster:{node-2}:node"),
+        timeout=DEADLINE,
+        what="node 2's heartbeat keys expired",
+    )
+    gone_at = time.time() * 1000
+    wait_for(
+        lambda: (store.zscore("mqttq:cluster:nodes", "node-1") or 0) > gone_at + 2 * HEARTBEAT_MS,
+        timeout=DEADLINE,
+        what="two heartbeats of node 1 after node 2 is gone",
+    )
+    info = session_record(kafka.bootstrap, kafka_prefix, "dev")
+    assert info is not None and info.node == "node-3"
+    publish_acked(publisher, "d/x", [b"live"])
     assert payloads(again, 1) == [b"live"]
