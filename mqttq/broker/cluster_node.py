@@ -238,8 +238,6 @@ class ClusterNode:
         """A CONNECT of `client_id` on this node, which holds no session for it: the
         session another node left (persistent, not expired) becomes this node's, offline,
         with its subscriptions; anything else of it is dropped. None when there is none."""
-        from mqttq.broker.session import Session  # noqa: PLC0415 (session imports hub)
-
         info = self.directory.get(client_id)
         if info is None:
             return None
@@ -249,6 +247,13 @@ class ClusterNode:
             self.hub.space(info.tenant).remove_client(client_id)
             self._tenant_of_subscriptions.pop(client_id, None)
             return None
+        return self._own_offline(client_id, info, gone_at)
+
+    def _own_offline(self, client_id: str, info: SessionInfo, disconnected_at: float) -> Session:
+        """The persistent session `info` of another node becomes this node's, offline since
+        `disconnected_at`, with the subscriptions the router holds for it."""
+        from mqttq.broker.session import Session  # noqa: PLC0415 (session imports hub)
+
         hub = self.hub
         session = Session(
             hub,
@@ -259,7 +264,7 @@ class ClusterNode:
             info.client_type,
         )
         session.restored = True  # which stored entries were sent before is unknown
-        session.disconnected_at = gone_at
+        session.disconnected_at = disconnected_at
         hub.sessions[client_id] = session
         hub.limits.acquire_session(info.tenant, force=True)
         self._tenant_of_subscriptions.pop(client_id, None)  # this node's own now
@@ -280,32 +285,22 @@ class ClusterNode:
         node at once (tombstones), None. Persistent: this node's own from now on,
         offline since `orphan.disconnected_at`, with its subscriptions; the caller saves
         it (every node sees it offline) and lets it expire as usual."""
-        from mqttq.broker.session import Session  # noqa: PLC0415 (session imports hub)
-
         client_id, info = orphan.client_id, orphan.info
-        self._reaped[client_id] = info.epoch
-        self.directory[client_id] = dataclasses.replace(
-            info, node=None, last_node=self.node_id, disconnected_at=orphan.disconnected_at
-        )
-        self._tenant_of_subscriptions.pop(client_id, None)  # this node's own now
-        space = self.hub.space(info.tenant)
         if not info.persistent:
-            space.remove_client(client_id)
+            self.hub.space(info.tenant).remove_client(client_id)
+            self._tenant_of_subscriptions.pop(client_id, None)
             self.directory.pop(client_id, None)
-            self._reaped.pop(client_id, None)
             for future in (
                 self.link.put_session(client_id, None),
                 self.link.put_subscriptions(client_id, info.tenant, []),
             ):
                 self.hub.tasks.track(future, "cluster_session", client_id)
             return None
-        hub = self.hub
-        session = Session(hub, client_id, info.protocol_level, info.expiry, space, info.client_type)
-        session.restored = True  # which stored entries were sent before is unknown
-        session.disconnected_at = orphan.disconnected_at
-        hub.sessions[client_id] = session
-        hub.limits.acquire_session(info.tenant, force=True)
-        return session
+        self._reaped[client_id] = info.epoch
+        self.directory[client_id] = dataclasses.replace(
+            info, node=None, last_node=self.node_id, disconnected_at=orphan.disconnected_at
+        )
+        return self._own_offline(client_id, info, orphan.disconnected_at)
 
     def owns_stored(self, client_id: str) -> bool | None:
         """For a session this node stored before it (re)started: True when it is still
