@@ -17,11 +17,14 @@ What this node knows of the others, and what it tells them:
 - `claim`: a CONNECT writes a connect event and waits to read it back; events taking over
   a connection of this node disconnect it (0x8E) and leave the session to the new node
   (takeover.py has the ordering rule).
+- `orphans` / `take_orphan`: the sessions of a gone node (dead_nodes.py); the node that
+  cleans up removes a non-persistent one at once and takes a persistent one as its own,
+  offline since the gone node's last heartbeat, for the lifecycle to expire as usual.
+  Its records keep the epoch of the dead connection, so a newer CONNECT elsewhere wins.
 
-Known limits: a persistent session whose node died is not expired until that node starts
-again or the client reconnects. While a client moves, nodes learn its new place from
-topics read independently (connect events, session records): for a moment a node may
-route by a stale location, and a persistent entry then waits in Redis until the
+Known limits: while a client moves, nodes learn its new place from topics read
+independently (connect events, session records): for a moment a node may route by a
+stale location, and a persistent entry then waits in Redis until the
 client's next connection (a non-persistent delivery can be dropped).
 """
 
@@ -35,6 +38,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
+from mqttq.cluster.dead_nodes import Orphan, orphans
 from mqttq.cluster.records import Downlinked, SessionInfo
 from mqttq.cluster.takeover import ConnectOrder, Verdict
 from mqttq.errors import StorageError
@@ -70,6 +74,9 @@ class ClusterNode:
         """client id -> request id of the last connect event read for it (any node)."""
         self._claims: dict[str, asyncio.Future[None]] = {}
         self._attaching: set[str] = set()
+        self._reaped: dict[str, str] = {}
+        """client id -> epoch of the dead connection, for the sessions of gone nodes this
+        node took as its own (their records carry that epoch)."""
         """Requests of this node whose CONNECT is not done yet."""
         self._superseded: dict[str, bool] = {}
         """Requests of this node whose connection a later event took over, perhaps
@@ -91,10 +98,24 @@ class ClusterNode:
 
     def on_session(self, client_id: str, info: SessionInfo | None) -> None:
         """Another process wrote `client_id`'s session record."""
+        if (info is None or info.node is None) and self._reassert(client_id):
+            return
         if info is None:
             self.directory.pop(client_id, None)
             return
         known = self.directory.get(client_id)
+        reaped = self._reaped.get(client_id)
+        if (
+            reaped is not None
+            and info.node is None
+            and info.epoch == reaped
+            and info.last_node > self.node_id
+        ):
+            # Two nodes cleaned up after the same gone node: the smaller id keeps it.
+            local = self.hub.sessions.get(client_id)
+            if local is not None and local.client is None and not local.ended:
+                self.hub.save_session(local)
+                return
         latest = self._latest.get(client_id)
         if known is not None and latest is not None and info.epoch and info.epoch != latest:
             # Written for another connection than the last one announced (a node saving
@@ -122,6 +143,8 @@ class ClusterNode:
     ) -> None:
         """Another process wrote `client_id`'s whole subscription set: it replaces the
         one in the router (none: removed)."""
+        if tenant is None and self._reassert(client_id):
+            return
         previous = self._tenant_of_subscriptions.pop(client_id, None)
         if previous is not None:
             self.hub.space(previous).remove_client(client_id)
@@ -144,6 +167,22 @@ class ClusterNode:
             space.drop_topic_ref(topic)
         space.retained.set(topic, message)
 
+    def _reassert(self, client_id: str) -> bool:
+        """A record of another process says `client_id` is offline or gone while its
+        confirmed connection is here: a late write about an older connection (a node
+        cleaning up after a gone node, an old node saving a disconnect). This node writes
+        its records again, so that the topic ends with them. True when it did."""
+        local = self.hub.sessions.get(client_id)
+        if (
+            local is None
+            or local.client is None
+            or local.ended
+            or self._order.holds(client_id) is None
+        ):
+            return False
+        self.hub.save_session(local)
+        return True
+
     # ------------------------------------------------------------------ replicas out
 
     def publish_session(self, session: Session) -> asyncio.Future[Any]:
@@ -157,7 +196,7 @@ class ClusterNode:
             session.client_type,
             session.space.name,
             session.disconnected_at,
-            self._order.request_of(client_id) or "",
+            self._order.request_of(client_id) or self._reaped.get(client_id, ""),
         )
         self.directory[client_id] = info
         self._tenant_of_subscriptions.pop(client_id, None)
@@ -173,6 +212,7 @@ class ClusterNode:
         client_id = session.client_id
         if self._order.request_of(client_id) not in self._attaching:
             self._order.forget(client_id)  # no connection of it here any more
+        self._reaped.pop(client_id, None)
         info = self.directory.get(client_id)
         if info is not None and info.last_node != self.node_id:
             return
@@ -198,8 +238,6 @@ class ClusterNode:
         """A CONNECT of `client_id` on this node, which holds no session for it: the
         session another node left (persistent, not expired) becomes this node's, offline,
         with its subscriptions; anything else of it is dropped. None when there is none."""
-        from mqttq.broker.session import Session  # noqa: PLC0415 (session imports hub)
-
         info = self.directory.get(client_id)
         if info is None:
             return None
@@ -209,6 +247,13 @@ class ClusterNode:
             self.hub.space(info.tenant).remove_client(client_id)
             self._tenant_of_subscriptions.pop(client_id, None)
             return None
+        return self._own_offline(client_id, info, gone_at)
+
+    def _own_offline(self, client_id: str, info: SessionInfo, disconnected_at: float) -> Session:
+        """The persistent session `info` of another node becomes this node's, offline since
+        `disconnected_at`, with the subscriptions the router holds for it."""
+        from mqttq.broker.session import Session  # noqa: PLC0415 (session imports hub)
+
         hub = self.hub
         session = Session(
             hub,
@@ -219,7 +264,7 @@ class ClusterNode:
             info.client_type,
         )
         session.restored = True  # which stored entries were sent before is unknown
-        session.disconnected_at = gone_at
+        session.disconnected_at = disconnected_at
         hub.sessions[client_id] = session
         hub.limits.acquire_session(info.tenant, force=True)
         self._tenant_of_subscriptions.pop(client_id, None)  # this node's own now
@@ -228,7 +273,34 @@ class ClusterNode:
     def keep_as_remote(self, client_id: str, tenant: str) -> None:
         """A session of this node moved to another node: its subscriptions in the router
         are that node's now (until its own subscriptions record replaces them)."""
+        self._reaped.pop(client_id, None)
         self._tenant_of_subscriptions[client_id] = tenant
+
+    def orphans(self, gone: dict[str, float]) -> list[Orphan]:
+        """The sessions of the `gone` nodes (node id -> last heartbeat)."""
+        return orphans(self.directory, gone)
+
+    def take_orphan(self, orphan: Orphan) -> Session | None:
+        """Clean up after a session of a gone node. Non-persistent: removed for every
+        node at once (tombstones), None. Persistent: this node's own from now on,
+        offline since `orphan.disconnected_at`, with its subscriptions; the caller saves
+        it (every node sees it offline) and lets it expire as usual."""
+        client_id, info = orphan.client_id, orphan.info
+        if not info.persistent:
+            self.hub.space(info.tenant).remove_client(client_id)
+            self._tenant_of_subscriptions.pop(client_id, None)
+            self.directory.pop(client_id, None)
+            for future in (
+                self.link.put_session(client_id, None),
+                self.link.put_subscriptions(client_id, info.tenant, []),
+            ):
+                self.hub.tasks.track(future, "cluster_session", client_id)
+            return None
+        self._reaped[client_id] = info.epoch
+        self.directory[client_id] = dataclasses.replace(
+            info, node=None, last_node=self.node_id, disconnected_at=orphan.disconnected_at
+        )
+        return self._own_offline(client_id, info, orphan.disconnected_at)
 
     def owns_stored(self, client_id: str) -> bool | None:
         """For a session this node stored before it (re)started: True when it is still

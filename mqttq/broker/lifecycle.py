@@ -15,6 +15,7 @@ from mqttq.broker.hub import Hub
 from mqttq.broker.session import Session
 from mqttq.broker.timers import TimerWheel
 from mqttq.broker.will import WillScheduler
+from mqttq.cluster.dead_nodes import reaper
 from mqttq.codec.enums import SESSION_EXPIRY_NEVER, ProtocolLevel, ReasonCode
 from mqttq.codec.packets import ConnackPacket, ConnectPacket, DisconnectPacket, Will
 from mqttq.config import MqttSettings
@@ -412,6 +413,32 @@ class Lifecycle:
             self.hub.storage.delete_session(client_id), "delete_session", client_id
         )
         self.wills.session_ended(session.client_id)
+
+    def clean_up_gone_nodes(self, alive: set[str], gone: dict[str, float]) -> int:
+        """The heartbeat saw which nodes are `alive` and which are `gone` (node id -> last
+        heartbeat). On the node that cleans up (dead_nodes.reaper), the gone nodes'
+        sessions end as disconnected at that time: non-persistent ones at once,
+        persistent ones when their expiry interval has passed [MQTT-4.1.0-2], like this
+        node's own (their queue is deleted then). Returns how many were cleaned up."""
+        cluster = self.hub.cluster
+        if cluster is None or not gone or reaper(alive) != cluster.node_id:
+            return 0
+        now = time.time()
+        found = cluster.orphans(gone)
+        for orphan in found:
+            if orphan.client_id in self.hub.sessions:
+                continue  # here already (a CONNECT in progress): this node's as usual
+            session = cluster.take_orphan(orphan)
+            if session is None:
+                continue
+            logger.info("session %r of a gone node is offline", orphan.client_id)
+            remaining = session.expiry_interval - (now - orphan.disconnected_at)
+            if remaining <= 0:
+                self._expire(session)
+            else:
+                self.hub.save_session(session)
+                self._schedule_expiry(session, remaining)
+        return len(found)
 
     def moved_away(self, client_id: str, session_ends: bool = False) -> None:
         """The client connected to another node (a later connect event): this node's

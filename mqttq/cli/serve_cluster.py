@@ -1,6 +1,7 @@
 """The part of `mqttq serve` that joins the node to its cluster: the heartbeat in Redis
 (distributed mode only, `storage.log = "kafka"`) whose readings make the tenant limits
-count cluster-wide. Like serve.py, a composition root: it knows the broker and Redis."""
+count cluster-wide and let the sessions of gone nodes end. Like serve.py, a composition
+root: it knows the broker and Redis."""
 
 from __future__ import annotations
 
@@ -74,6 +75,11 @@ async def start_heartbeat(
             admin_url=admin_url,
         )
 
+    def nodes_seen(alive: set[str], gone: dict[str, float]) -> None:
+        life = broker.lifecycle
+        if life is not None:
+            life.clean_up_gone_nodes(alive, gone)
+
     redis = settings.redis
     heartbeat = NodeHeartbeat(
         connect(redis.url, cluster=redis.cluster),
@@ -84,6 +90,7 @@ async def start_heartbeat(
         snapshot=snapshot,
         tenant_counts=lambda: {tenant: limits.usage(tenant) for tenant in limits.tenants()},
         on_cluster_usage=lambda usage: limits.set_cluster_usage(_not_replicated(usage)),
+        on_nodes=nodes_seen if broker.hub.cluster is not None else None,
     )
     await heartbeat.start()
     return heartbeat

@@ -17,6 +17,9 @@ Nodes never talk to each other directly (ARCHITECTURE.md section 5). With
   writes a connect event and waits to read it back; the node holding an older connection
   of that client disconnects it (`events.py` decides, the same way on every node).
 
+A node whose heartbeat keys expired is gone; the live node with the smallest id ends
+its clients' sessions (`dead_nodes.py` decides which, the broker's lifecycle expires them).
+
 Multi-node needs `storage.device = "redis"`: DEVICE queues must be shared.
 The broker wires this package in `mqttq.broker.cluster_node`.
 """

@@ -1,6 +1,7 @@
 """NodeHeartbeat: every `[cluster] heartbeat_interval_ms`, this node writes its record and
 its counts per tenant to Redis (keys in `mqttq.cluster.keys`, TTL three intervals), then
-reads the other live nodes' counts, so that the tenant limits count cluster-wide.
+reads the other live nodes' counts, so that the tenant limits count cluster-wide, and
+which nodes are gone (dead_nodes.py), so that their sessions are cleaned up.
 
 On when the node runs distributed (`storage.log = "kafka"`), on the `[redis]` of the
 settings. Redis trouble never stops the broker: the first failure is logged as a warning
@@ -20,6 +21,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
+from mqttq.cluster.dead_nodes import gone_candidates
 from mqttq.cluster.keys import INDEX_RETENTION_MS, ClusterKeys
 from mqttq.cluster.nodes import (
     TTL_INTERVALS,
@@ -35,6 +37,9 @@ __all__ = ["NodeHeartbeat"]
 logger = logging.getLogger("mqttq.cluster")
 
 TenantCounts = dict[str, dict[str, int]]
+NodesSeen = Callable[[set[str], dict[str, float]], None]
+"""Called after every read with (live node ids, this one included; gone node id -> its
+last heartbeat in seconds since the epoch)."""
 
 STOP_TIMEOUT = 5.0
 """Longest a clean stop waits for the beat in progress, then for the delete (seconds)."""
@@ -45,7 +50,8 @@ class NodeHeartbeat:
 
     `snapshot(now)` builds the record to write (now: seconds since the epoch);
     `tenant_counts()` gives this node's exact counts per tenant; `on_cluster_usage(counts)`
-    receives, after every read, what the other live nodes hold per tenant.
+    receives, after every read, what the other live nodes hold per tenant;
+    `on_nodes(alive, gone)` (optional) which nodes beat and which are gone.
     """
 
     def __init__(
@@ -59,6 +65,7 @@ class NodeHeartbeat:
         snapshot: Callable[[float], NodeRecord],
         tenant_counts: Callable[[], Mapping[str, Mapping[str, int]]],
         on_cluster_usage: Callable[[TenantCounts], None],
+        on_nodes: NodesSeen | None = None,
     ) -> None:
         self.client = client
         self.url = url
@@ -69,6 +76,8 @@ class NodeHeartbeat:
         self._snapshot = snapshot
         self._tenant_counts = tenant_counts
         self._on_usage = on_cluster_usage
+        self._on_nodes = on_nodes
+        self.interval_ms = interval_ms
         self._task: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
         self._failing = False
@@ -95,6 +104,7 @@ class NodeHeartbeat:
         try:
             await self._write(time.time())
             usage = await self._read_others()
+            seen = await self._read_nodes() if self._on_nodes is not None else None
         except (RedisError, OSError) as exc:
             level = logging.DEBUG if self._failing else logging.WARNING
             logger.log(level, "cluster heartbeat to %s failed: %s", redacted(self.url), exc)
@@ -107,6 +117,8 @@ class NodeHeartbeat:
             self._failing = False
         self._last_read = time.monotonic()
         self._on_usage(usage)
+        if seen is not None and self._on_nodes is not None:
+            self._on_nodes(*seen)
         self.beats += 1
         return True
 
@@ -150,6 +162,30 @@ class NodeHeartbeat:
                     tenants[raw_tenant.decode()] = counts
             nodes.append((node_id, tenants))
         return sum_counts(nodes, exclude=self.node_id)
+
+    async def _read_nodes(self) -> tuple[set[str], dict[str, float]]:
+        """(alive, gone): a node is gone when its last beat is past the TTL and its record
+        key has expired (a clean stop removes it from the index: it is neither)."""
+        index: list[Any] = await self.client.zrange(self.keys.nodes, 0, -1, withscores=True)
+        alive, candidates = gone_candidates(
+            ((m.decode(), float(score) / 1000) for m, score in index),
+            self.interval_ms,
+            time.time(),
+            own=self.node_id,
+        )
+        if not candidates:
+            return alive, {}
+        async with self.client.pipeline(transaction=False) as pipe:
+            for node_id in candidates:
+                pipe.exists(self.keys.node(node_id))
+            replies = await pipe.execute()
+        gone = {}
+        for (node_id, last_beat), exists in zip(candidates.items(), replies, strict=True):
+            if exists:
+                alive.add(node_id)  # beating on a slower clock or interval: not gone
+            else:
+                gone[node_id] = last_beat
+        return alive, gone
 
     async def stop(self) -> None:
         """Stop beating and delete this node's keys and index entry (a clean stop), then

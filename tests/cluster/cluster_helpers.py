@@ -23,9 +23,14 @@ PROBE = "probe"
 """Topic level of the messages `wait_routed` publishes: ignored by `payloads`."""
 
 
-def node_config(bootstrap: str, prefix: str, redis_url: str, node_id: str) -> str:
-    """broker.toml of one node: the Kafka log under `prefix`, DEVICE queues in Redis."""
+def node_config(
+    bootstrap: str, prefix: str, redis_url: str, node_id: str, heartbeat_ms: int | None = None
+) -> str:
+    """broker.toml of one node: the Kafka log under `prefix`, DEVICE queues in Redis;
+    `heartbeat_ms`: `cluster.heartbeat_interval_ms` (else the default)."""
     extra = f'[redis]\nurl = "{redis_url}"\n[cluster]\nnode_id = "{node_id}"\n'
+    if heartbeat_ms is not None:
+        extra += f"heartbeat_interval_ms = {heartbeat_ms}\n"
     return log_config(bootstrap, prefix, extra, device="redis")
 
 
@@ -36,12 +41,15 @@ def start_nodes(  # noqa: PLR0917 (a cluster's settings)
     redis_url: str,
     count: int,
     first: int = 1,
+    *,
+    heartbeat_ms: int | None = None,
 ) -> list[BrokerProcess]:
     """`count` nodes named node-<first>, node-<first + 1>, ..., once msg.all's consumer
     group has every node up to them (so no rebalance replays records in mid-test)."""
     nodes = []
     for n in range(first, first + count):
-        node = broker_factory(node_config(bootstrap, prefix, redis_url, f"node-{n}"))
+        config = node_config(bootstrap, prefix, redis_url, f"node-{n}", heartbeat_ms)
+        node = broker_factory(config)
         assert isinstance(node, BrokerProcess)
         nodes.append(node)
     wait_group(bootstrap, prefix, first + count - 1)

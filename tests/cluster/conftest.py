@@ -23,9 +23,18 @@ Nodes = Callable[..., list[BrokerProcess]]
 def nodes(
     kafka: KafkaServer, kafka_prefix: str, redis_url: str, broker_factory: BrokerFactory
 ) -> Nodes:
-    """`nodes(count, first=1)`: `count` started nodes named node-<first>, ..."""
+    """`nodes(count, first=1, heartbeat_ms=None)`: `count` started nodes named
+    node-<first>, ..."""
 
-    def start(count: int, first: int = 1) -> list[BrokerProcess]:
-        return start_nodes(broker_factory, kafka.bootstrap, kafka_prefix, redis_url, count, first)
+    def start(count: int, first: int = 1, heartbeat_ms: int | None = None) -> list[BrokerProcess]:
+        return start_nodes(
+            broker_factory,
+            kafka.bootstrap,
+            kafka_prefix,
+            redis_url,
+            count,
+            first,
+            heartbeat_ms=heartbeat_ms,
+        )
 
     return start
