@@ -8,8 +8,6 @@ asyncio machinery it does not need.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import logging
 import os
 import signal
@@ -22,9 +20,11 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
-from mqttq.cli.errors import CliError, explain, print_error
+from mqttq.cli.errors import explain, print_error
+from mqttq.cli.ready_file import write_ready_file
 from mqttq.cli.serve_admin import AdminHandle, open_auth_store, reload_limits, start_admin
 from mqttq.cli.serve_cluster import start_heartbeat
+from mqttq.cli.serve_workers import check_workers, run_workers
 from mqttq.config import Settings, load_settings
 from mqttq.errors import MqttqError
 from mqttq.logs import configure_logging
@@ -140,7 +140,6 @@ def serve(
         "log.format": log_format,
     }
     settings: Settings | None = None
-    from mqttq.cli.serve_workers import check_workers, run_workers  # noqa: PLC0415 (cycle)
 
     try:
         settings = load_settings(config, os.environ, overrides)
@@ -368,31 +367,6 @@ async def _release_after_failed_start(broker: Broker) -> None:
         await broker.shutdown()
     except (MqttqError, OSError):
         log.debug("shutdown after a failed start also failed", exc_info=True)
-
-
-def write_ready_file(
-    path: Path, pid: int, mqtt_port: int, ports: Mapping[str, int] | None = None
-) -> None:
-    """Atomically write `{"pid": pid, "mqtt_port": mqtt_port}` to `path`, with
-    `"<name>_port"` for the other listeners in `ports` (tls_port, ws_port, wss_port).
-
-    Readers never see a partial file: the JSON goes to a temporary file in the same
-    directory, which then replaces `path`.
-    """
-    temporary = path.with_name(f".{path.name}.{pid}.tmp")
-    try:
-        content: dict[str, int] = {"pid": pid, "mqtt_port": mqtt_port}
-        content.update({f"{name}_port": port for name, port in (ports or {}).items()})
-        content.pop("tcp_port", None)  # that one is mqtt_port
-        temporary.write_text(json.dumps(content) + "\n")
-        os.replace(temporary, path)
-    except OSError as exc:
-        # Best effort: the temporary file (or its directory) may not exist at all.
-        with contextlib.suppress(OSError):
-            temporary.unlink()
-        raise CliError(
-            f"cannot write the ready file {path}: {exc.strerror}; check --ready-file"
-        ) from exc
 
 
 def _announce(settings: Settings, ports: Mapping[str, int]) -> None:

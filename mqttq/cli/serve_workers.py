@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final
 
-from mqttq.cli.serve import write_ready_file
+from mqttq.cli.ready_file import write_ready_file
 from mqttq.config import Settings
 from mqttq.errors import ConfigError
 from mqttq.settings import node_id_of

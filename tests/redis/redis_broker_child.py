@@ -23,7 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from mqttq.broker.server import Broker
-from mqttq.cli.serve import write_ready_file
+from mqttq.cli.ready_file import write_ready_file
 from mqttq.config import ListenerSettings, Settings
 from mqttq.storage.composite import CompositeStorage
 from mqttq.storage.redis_queue import RedisMessageQueue
