@@ -102,12 +102,14 @@ class NodeHeartbeat:
     async def beat(self) -> bool:
         """Write the record and counts, read the others' counts; False when Redis failed."""
         try:
-            await self._write(time.time())
-            usage = await self._read_others()
-            seen = await self._read_nodes() if self._on_nodes is not None else None
-        except (RedisError, OSError) as exc:
+            # A beat longer than the keys' TTL is a failed beat (Redis hung, not down).
+            async with asyncio.timeout(self.ttl_ms / 1000):
+                await self._write(time.time())
+                usage = await self._read_others()
+                seen = await self._read_nodes() if self._on_nodes is not None else None
+        except (RedisError, OSError, TimeoutError) as exc:
             level = logging.DEBUG if self._failing else logging.WARNING
-            logger.log(level, "cluster heartbeat to %s failed: %s", redacted(self.url), exc)
+            logger.log(level, "cluster heartbeat to %s failed: %r", redacted(self.url), exc)
             self._failing = True
             if time.monotonic() - self._last_read > self.ttl_ms / 1000:
                 self._on_usage({})  # the others' keys have expired by now anyway
@@ -189,16 +191,27 @@ class NodeHeartbeat:
 
     async def stop(self) -> None:
         """Stop beating and delete this node's keys and index entry (a clean stop), then
-        close the client; a Redis failure here is logged (the keys expire anyway)."""
+        close the client; a Redis failure here is logged (the keys expire anyway).
+
+        The loop ends between beats; a beat still running after STOP_TIMEOUT is cancelled,
+        and the delete is bounded by STOP_TIMEOUT too, so a stop never hangs on Redis."""
+        self._stop.set()
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            done, _ = await asyncio.wait({self._task}, timeout=STOP_TIMEOUT)
+            if not done:
+                self._task.cancel()
+                done, _ = await asyncio.wait({self._task}, timeout=STOP_TIMEOUT)
+            if not done:
+                logger.warning("cluster: the heartbeat did not stop; its keys will expire")
             self._task = None
         try:
-            await self.client.delete(self.keys.node(self.node_id), self.keys.tenants(self.node_id))
-            await self.client.zrem(self.keys.nodes, self.node_id)
-        except (RedisError, OSError) as exc:
-            logger.warning("cluster: could not remove this node's heartbeat: %s", exc)
+            async with asyncio.timeout(STOP_TIMEOUT):
+                node_keys = (self.keys.node(self.node_id), self.keys.tenants(self.node_id))
+                await self.client.delete(*node_keys)
+                await self.client.zrem(self.keys.nodes, self.node_id)
+        except (RedisError, OSError, TimeoutError) as exc:
+            logger.warning("cluster: could not remove this node's heartbeat: %r", exc)
         finally:
-            await self.client.aclose()
+            with contextlib.suppress(RedisError, OSError, TimeoutError):
+                async with asyncio.timeout(STOP_TIMEOUT):
+                    await self.client.aclose()
