@@ -73,11 +73,12 @@ class ClusterNode:
         self._latest: dict[str, str] = {}
         """client id -> request id of the last connect event read for it (any node)."""
         self._claims: dict[str, asyncio.Future[None]] = {}
-        self._attaching: set[str] = set()
+        self._attaching: dict[str, str] = {}
+        """client id -> request of this node's CONNECT of it not done yet (one at a time per
+        client: the lifecycle serializes a client's CONNECTs on a node)."""
         self._reaped: dict[str, str] = {}
         """client id -> epoch of the dead connection, for the sessions of gone nodes this
         node took as its own (their records carry that epoch)."""
-        """Requests of this node whose CONNECT is not done yet."""
         self._superseded: dict[str, bool] = {}
         """Requests of this node whose connection a later event took over, perhaps
         before the CONNECT finished attaching (`settled` tells the lifecycle)."""
@@ -134,8 +135,12 @@ class ClusterNode:
             and local.client is None
             and info.last_node != self.node_id
             and not local.ended
+            and client_id not in self._attaching
         ):
-            # The client resumed on another node: this node's offline copy is stale.
+            # The client resumed on another node: this node's offline copy is stale. (Not
+            # while a CONNECT of it is attaching here: the connect events' order decides
+            # which connection keeps the session; forgetting the copy under the attaching
+            # connection would leave it on a session no longer in the hub.)
             self.taken_over(client_id, False)
 
     def on_subscriptions(
@@ -210,7 +215,7 @@ class ClusterNode:
         """`session` is over on this node: its records are deleted, unless the client
         moved to another node (whose records they are now)."""
         client_id = session.client_id
-        if self._order.request_of(client_id) not in self._attaching:
+        if client_id not in self._attaching:
             self._order.forget(client_id)  # no connection of it here any more
         self._reaped.pop(client_id, None)
         info = self.directory.get(client_id)
@@ -323,7 +328,7 @@ class ClusterNode:
         it to `settled` once the CONNECT is done). When Kafka does not confirm in time the
         CONNECT goes on, logged: this node's own takeover still works."""
         request = uuid.uuid4().hex
-        self._attaching.add(request)
+        self._attaching[client_id] = request
         self._order.register(client_id, request)
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._claims[request] = waiter
@@ -337,11 +342,12 @@ class ClusterNode:
             self._claims.pop(request, None)
         return request
 
-    def settled(self, request: str) -> bool | None:
+    def settled(self, client_id: str, request: str) -> bool | None:
         """The CONNECT of `request` is done: None, or when a later connect event took its
         connection over meanwhile (the caller disconnects it), whether that event started
         a new session."""
-        self._attaching.discard(request)
+        if self._attaching.get(client_id) == request:
+            del self._attaching[client_id]
         return self._superseded.pop(request, None)
 
     def on_connect_event(
@@ -365,7 +371,7 @@ class ClusterNode:
             )
         if verdict is Verdict.TAKEN_OVER:
             logger.info("client %r taken over by node %s", client_id, node_id)
-            if held in self._attaching:
+            if held is not None and self._attaching.get(client_id) == held:
                 # Its CONNACK is not out yet: the lifecycle hands it over right after.
                 self._superseded[held] = clean_start
             else:

@@ -142,9 +142,9 @@ class Lifecycle:
                         if not client.closed:
                             await self._attach(client, packet, decision)
                     finally:
-                        ends = cluster.settled(request)
-                        if ends is not None and client.session is not None:
-                            self.moved_away(client_id, ends)  # a newer CONNECT elsewhere
+                        ends = cluster.settled(client_id, request)
+                        if ends is not None:  # a newer CONNECT elsewhere
+                            self._superseded(client, ends)
         finally:
             users = self._lock_users[client_id] - 1
             if users:
@@ -152,6 +152,15 @@ class Lifecycle:
             else:
                 del self._lock_users[client_id]
                 del self._locks[client_id]
+
+    def _superseded(self, client: Client, session_ends: bool) -> None:
+        """A connect event of another node, later than this CONNECT's, was read while it
+        attached: the connection is taken over, whatever became of its session here."""
+        session = client.session
+        if session is not None and self.hub.sessions.get(session.client_id) is session:
+            self.moved_away(session.client_id, session_ends)
+        elif not client.closed:
+            client.kick(ReasonCode.SESSION_TAKEN_OVER)
 
     async def _attach(
         self, client: Client, packet: ConnectPacket, decision: ConnectDecision

@@ -4,8 +4,13 @@ write nothing)."""
 
 from __future__ import annotations
 
+import asyncio
+
+import pytest
+
 from mqttq.broker.cluster_node import ClusterNode
 from mqttq.broker.hub import Hub
+from mqttq.broker.session import Session
 from mqttq.cluster.link import ClusterLink
 from mqttq.cluster.records import SessionInfo
 from mqttq.limits import Limits, Quota
@@ -76,3 +81,36 @@ def test_retained_records_set_and_clear_the_tenants_retained_messages() -> None:
     node.on_retained("acme", "r/1", None)
     assert space.retained.get("r/1") is None
     assert "r/1" not in space.topic_refs
+
+
+def test_a_newer_connection_elsewhere_during_a_resume_here_leaves_the_session_to_the_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A CONNECT here resumes this node's offline copy; node 2's later CONNECT is read,
+    then node 2's session record, before the resume is done. The copy stays in the hub
+    (the attaching connection holds it) and the CONNECT learns, when it settles, that it
+    was taken over with its session continuing elsewhere."""
+
+    async def scenario() -> None:
+        node = _node()
+        hub = node.hub
+        copy = Session(hub, "c", 5, 3600, hub.space("default"))
+        hub.sessions["c"] = copy
+        taken: list[tuple[str, bool]] = []
+        node.taken_over = lambda client_id, ends: taken.append((client_id, ends))
+        written = asyncio.get_running_loop().create_future()
+        written.set_result(None)
+        monkeypatch.setattr(node.link, "connect_event", lambda *_args: written)
+        claim = asyncio.create_task(node.claim("c", False))
+        await asyncio.sleep(0)
+        request = node._order.request_of("c")
+        assert request is not None
+        node.on_connect_event("c", "node-1", request, False)  # ours, read back
+        assert await claim == request
+        node.on_connect_event("c", "node-2", "r2", False)  # a later CONNECT on node 2
+        node.on_session("c", _info("node-2", "node-2", "r2"))
+        assert hub.sessions.get("c") is copy
+        assert taken == []
+        assert node.settled("c", request) is False  # taken over; the session lives on there
+
+    asyncio.run(scenario())
