@@ -9,6 +9,8 @@
 #                                             a produce with acks=all works; last line printed:
 #                                             bootstrap=127.0.0.1:<port>
 #   scripts/kafka-local.sh stop DIR           SIGTERM the node DIR runs, SIGKILL after a bound
+#   scripts/kafka-local.sh kill DIR           SIGKILL it at once (a throwaway node: its data
+#                                             may be left half-written)
 #
 # The broker and its runtime jars (org.apache.kafka:kafka_2.13 and an SLF4J binding) come from
 # Maven Central through `mvn dependency:copy-dependencies` and are cached outside the work tree,
@@ -234,9 +236,9 @@ stop() {
         rm -f "$dir/kafka.pid"
         return 0
     fi
-    local pid
+    local pid signal=${2:-TERM}
     pid=$(<"$dir/kafka.pid")
-    kill -TERM "$pid" 2>/dev/null || true
+    kill "-$signal" "$pid" 2>/dev/null || true
     local deadline=$((SECONDS + STOP_TIMEOUT))
     while alive "$pid"; do
         if ((SECONDS > deadline)); then
@@ -254,5 +256,6 @@ case ${1:-} in
     fetch) fetch ;;
     start) start "${2:-}" "${3:-}" ;;
     stop) stop "${2:-}" ;;
+    kill) stop "${2:-}" KILL ;;
     *) usage ;;
 esac

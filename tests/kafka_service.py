@@ -61,6 +61,11 @@ class KafkaServer:
         if self.workdir.exists():
             self._script("stop", str(self.workdir))
 
+    def kill(self) -> None:
+        """SIGKILL at once (a throwaway node, such as the session's at the end of the run)."""
+        if self.workdir.exists():
+            self._script("kill", str(self.workdir))
+
     def restart(self) -> None:
         """Stop, then start on the same port with the same data."""
         self.stop()
