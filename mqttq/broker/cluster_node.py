@@ -24,8 +24,9 @@ What this node knows of the others, and what it tells them:
 
 Known limits: while a client moves, nodes learn its new place from topics read
 independently (connect events, session records): for a moment a node may route by a
-stale location, and a persistent entry then waits in Redis until the
-client's next connection (a non-persistent delivery can be dropped).
+stale location. A persistent DEVICE entry still reaches the client: Redis reports, with
+every write, the node its presence marker names, which a resuming node sets before it
+fetches the queue. A non-persistent delivery in that moment can be dropped.
 """
 
 from __future__ import annotations
@@ -411,7 +412,11 @@ class ClusterNode:
         """Once `queued` holds the entry, hand it to the client where it is connected
         then (not where it was when the message was routed: it may have just moved, and
         its new node may have fetched its queue already): this node's session, or its
-        node's persisted downlink. Offline: the entry waits in storage."""
+        node's persisted downlink. Offline: the entry waits in storage.
+
+        Where it is connected then: the node Redis named when it stored the entry (the
+        presence marker, which a resuming node sets before it fetches the queue, read in
+        the same script), else the directory's, which may lag behind a move."""
         done: asyncio.Future[Any] = queued.get_loop().create_future()
 
         def sent(produced: asyncio.Future[Any]) -> None:
@@ -429,6 +434,8 @@ class ClusterNode:
             session = self.hub.sessions.get(client_id)
             info = self.directory.get(client_id)
             node = None if info is None else info.node
+            if entry is not None and entry.holder:
+                node = entry.holder
             if entry is not None and session is not None and not session.ended:
                 if session.persistent:
                     session.deliver_stored(entry)  # the client came to this node

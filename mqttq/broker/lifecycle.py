@@ -25,7 +25,7 @@ from mqttq.model import Message
 from mqttq.protocol.connect import ConnectDecision, ConnectPolicy, negotiate
 from mqttq.protocol.connection import ConnectionLimits
 from mqttq.routing.topics import validate_topic_name
-from mqttq.storage.ports import QueuedMessage
+from mqttq.storage.ports import PresenceMarker, QueuedMessage
 
 __all__ = ["Lifecycle", "connect_policy", "connection_limits"]
 
@@ -299,7 +299,13 @@ class Lifecycle:
         session.ready = False
         handle = session.expiry_handle
         try:
-            entries = await hub.storage.fetch(session.client_id, time.time())
+            storage = hub.storage
+            if hub.cluster is not None and isinstance(storage, PresenceMarker):
+                # Marked before the fetch: an entry written after it, which the fetch may
+                # miss, is handed here by the node that wrote it (ClusterNode.deliver),
+                # even while that node's records still place the client elsewhere.
+                await storage.mark_connected(session.client_id, True)
+            entries = await storage.fetch(session.client_id, time.time())
         except BaseException:
             if session.client is client:
                 session.client = None

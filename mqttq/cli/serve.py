@@ -28,6 +28,7 @@ from mqttq.cli.serve_workers import check_workers, run_workers
 from mqttq.config import Settings, load_settings
 from mqttq.errors import MqttqError
 from mqttq.logs import configure_logging
+from mqttq.settings import node_id_of
 
 if TYPE_CHECKING:
     from mqttq.broker.server import Broker
@@ -239,6 +240,8 @@ def open_storage(settings: Settings) -> Storage:
         flush_commands=redis.flush_commands,
         flush_interval=redis.flush_interval_ms / 1000,
         pipelining=redis.pipelining,
+        # In a cluster the presence marker names the node (its downlinks), else the process.
+        node=node_id_of(settings) if settings.storage.log == "kafka" else None,
     )
     return CompositeStorage(base, queues)
 
@@ -265,7 +268,6 @@ def open_cluster_link(settings: Settings) -> ClusterLink | None:
     if settings.storage.log != "kafka":
         return None
     from mqttq.cluster.link import ClusterLink  # noqa: PLC0415 (loads confluent_kafka)
-    from mqttq.settings import node_id_of  # noqa: PLC0415
 
     kafka = settings.kafka
     return ClusterLink(

@@ -4,11 +4,16 @@ save.lua: append a batch of messages to one client's offline queue (TBMQ 2.x lay
 KEYS[1]  {client_id}_messages            ZSET; member = message key name, score = serial
 KEYS[2]  {client_id}_last_packet_id      STRING; the last packet id assigned
 KEYS[3]  {client_id}_last_serial_number  STRING; the last serial assigned (mqttq's own key)
+KEYS[4]  optional: {client_id}_session_node  STRING; the node the client is connected to
 ARGV[1]  the queue limit, 1..65535
 ARGV[2]  "1": refuse messages beyond the limit (REJECT_NEW); "0": trim the oldest (DROP_OLDEST)
 ARGV[3], ARGV[4], ...  one pair per message: TTL in seconds, message JSON with "packetId":0
 Result   two integers per message, in order: its serial and its packet id
-         (0 and 0 for a message refused by a full queue)
+         (0 and 0 for a message refused by a full queue); with KEYS[4], then its value,
+         or "" when the client is connected nowhere. Read in the same script, it tells the
+         caller where the client is as of this write: a node attaching the client sets
+         the marker before it fetches the queue, so an entry it did not fetch is one
+         written after the marker, whose writer hands it to that node.
 
 A message key is KEYS[1] .. "_" .. packet_id: it carries the client's hash tag, so every key
 of the script lives in one cluster slot. Packet ids wrap 65535 -> 1 while the serial keeps
@@ -17,7 +22,7 @@ largest of the stored serial, the newest score and the last packet id (TBMQ keep
 it restarts the score from the last packet id when the set is empty; that covers a queue
 written by TBMQ, and the serial key keeps mqttq's serial growing across an empty queue).
 --]]
-local zset, last_id_key, serial_key = KEYS[1], KEYS[2], KEYS[3]
+local zset, last_id_key, serial_key, node_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local limit = tonumber(ARGV[1])
 local reject = ARGV[2] == '1'
 local n = (#ARGV - 2) / 2
@@ -96,5 +101,8 @@ if #scored > 0 then
 end
 if last > 0 then
   redis.call('MSET', last_id_key, last_id, serial_key, serial)
+end
+if node_key then
+  result[#result + 1] = redis.call('GET', node_key) or ''
 end
 return result

@@ -11,20 +11,22 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from mqttq.model import Message
-from mqttq.storage.ports import MessageQueueStore, QueuedMessage, SessionRecord, Storage
+from mqttq.storage.ports import (
+    MessageQueueStore,
+    PresenceMarker,
+    QueuedMessage,
+    SessionRecord,
+    Storage,
+)
 
 
-class OpenableQueueStore(MessageQueueStore, Protocol):
+class OpenableQueueStore(MessageQueueStore, PresenceMarker, Protocol):
     """A queue store with a lifecycle and a presence marker, e.g.
     `redis_queue.RedisMessageQueue`."""
 
     async def open(self) -> None: ...
 
     async def close(self) -> None: ...
-
-    async def mark_connected(self, client_id: str, connected: bool) -> None:
-        """Record whether the session's client is connected (operators' tools read it)."""
-        ...
 
 
 class CompositeStorage:
@@ -66,6 +68,10 @@ class CompositeStorage:
         leaves."""
         await self.sessions_and_retained.save_session(record)
         await self.queues.mark_connected(record.client_id, record.disconnected_at is None)
+
+    async def mark_connected(self, client_id: str, connected: bool) -> None:
+        """The queue store's presence marker alone (see `PresenceMarker`)."""
+        await self.queues.mark_connected(client_id, connected)
 
     async def delete_session(self, client_id: str) -> None:
         """Remove the session record, then its queue and counters."""

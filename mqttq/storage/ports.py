@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from mqttq.codec.packets import Will
 from mqttq.model import Message, Subscription
@@ -59,6 +59,20 @@ class QueuedMessage:
     """As delivered to this subscriber: granted qos, retain flag, subscription ids."""
     pubrel: bool = False
     """True once PUBREC arrived: only PUBREL remains to send [MQTT-4.3.3]."""
+    holder: str | None = None
+    """From `enqueue` of a store with a presence marker (Redis): the node the client was
+    connected to when the entry was written, "" for none; None: the store cannot say."""
+
+
+@runtime_checkable
+class PresenceMarker(Protocol):
+    """A store that records which node a client is connected to (Redis queues:
+    `{client_id}_session_node`), and reports it with every entry it queues."""
+
+    async def mark_connected(self, client_id: str, connected: bool) -> None:
+        """Record that the client is connected to this node, or (False) forget it while
+        the record names this node."""
+        ...
 
 
 class SessionStore(Protocol):

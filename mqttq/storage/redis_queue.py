@@ -61,6 +61,8 @@ class RedisMessageQueue:
     with `key_prefix`. `flush_commands` / `flush_interval` (seconds) bound how long calls
     wait to share a pipeline; `pipelining=False` makes one round trip per call.
     `queue_limit` above 65535 is refused (ValueError naming `mqtt.max_queued_messages`).
+    `node` names this broker in the presence marker (`mark_connected`; default host:pid);
+    given, `enqueue` reports the marker of each entry's client (`QueuedMessage.holder`).
     """
 
     def __init__(
@@ -75,6 +77,7 @@ class RedisMessageQueue:
         flush_commands: int = 5,
         flush_interval: float = 0.003,
         pipelining: bool = True,
+        node: str | None = None,
     ) -> None:
         check_redis_queue_limit(queue_limit)
         if default_ttl < 1:
@@ -94,7 +97,9 @@ class RedisMessageQueue:
         self._flush_commands = flush_commands
         self._flush_interval = flush_interval
         self._pipelining = pipelining
-        self._node = f"{socket.gethostname()}:{os.getpid()}"
+        self._node = node or f"{socket.gethostname()}:{os.getpid()}"
+        self._report_holder = node is not None
+        """A named node (a cluster's) learns from every enqueue where the client is."""
         self._client: RedisClient | None = None
         self._caller: ScriptCaller | None = None
         self._scripts: dict[str, AsyncScript] = {}
@@ -179,15 +184,20 @@ class RedisMessageQueue:
                 message = items[index][1]
                 args.append(self._ttl(message))
                 args.append(encoded(message).for_entry(client_id, 0))
-            keys = SessionKeys(self.key_prefix, client_id).queue_keys()
-            calls.append((indexes, caller.call(save, keys, args)))
+            keys = SessionKeys(self.key_prefix, client_id)
+            save_keys: tuple[str, ...] = keys.queue_keys()
+            if self._report_holder:
+                save_keys = (*save_keys, keys.session_node)
+            calls.append((indexes, caller.call(save, save_keys, args)))
         results: list[QueuedMessage | None] = [None] * len(items)
         replies = await _all([future for _indexes, future in calls])
         for (indexes, _future), reply in zip(calls, replies, strict=True):
+            holder = reply[-1].decode(errors="replace") if self._report_holder else None
             for n, index in enumerate(indexes):
                 packet_id = reply[2 * n + 1]
                 if packet_id:
-                    results[index] = QueuedMessage(reply[2 * n], packet_id, items[index][1])
+                    entry = QueuedMessage(reply[2 * n], packet_id, items[index][1], holder=holder)
+                    results[index] = entry
         return results
 
     async def fetch(self, client_id: str, now: float) -> list[QueuedMessage]:
@@ -240,18 +250,21 @@ class RedisMessageQueue:
         await self._running().call(self._scripts[lua.MARK_PUBREL], (keys.message(packet_id),), ())
 
     async def clear(self, client_id: str) -> None:
-        """Delete the client's queue and counters: the next entry gets packet id 1."""
+        """Delete the client's queue, counters and presence marker: the next entry gets
+        packet id 1."""
         keys = SessionKeys(self.key_prefix, client_id)
-        await self._running().call(self._scripts[lua.CLEAR], keys.queue_keys(), ())
+        clear_keys = (*keys.queue_keys(), keys.session_node)
+        await self._running().call(self._scripts[lua.CLEAR], clear_keys, ())
 
     # --- outside the port ---------------------------------------------------------------
 
     async def mark_connected(self, client_id: str, connected: bool) -> None:
-        """Record (or forget) that `client_id` is connected to this broker process, in
-        `{client_id}_session_node`, which `mqttq session rm` checks before removing."""
+        """Record that `client_id` is connected to this node (`node`, default host:pid),
+        in `{client_id}_session_node`, or forget it while the marker names this node.
+        `mqttq session rm` checks it before removing; `enqueue` reports it (`holder`)."""
         key = SessionKeys(self.key_prefix, client_id).session_node
-        node = self._node if connected else ""
-        await self._running().call(self._scripts[lua.SESSION_NODE], (key,), (node,))
+        args = (self._node,) if connected else ("", self._node)
+        await self._running().call(self._scripts[lua.SESSION_NODE], (key,), args)
 
 
 _REMOVE_CHUNK: Final = 1000

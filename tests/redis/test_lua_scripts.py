@@ -423,6 +423,36 @@ def test_mark_connected_writes_the_session_node_marker(target: Target) -> None:
     run(target.queue(), body)
 
 
+def test_a_named_node_learns_from_each_enqueue_where_the_client_is(target: Target) -> None:
+    """A cluster's queue store (`node` given): every entry reports the presence marker as
+    of its write; a node letting go of the client leaves another node's marker alone."""
+
+    async def body(q: RedisMessageQueue) -> None:
+        other = target.queue(node="node-b")
+        await other.open()
+        try:
+            (entry,) = await q.enqueue([("h", msg(1))])
+            assert entry is not None and entry.holder == ""  # connected nowhere
+            await other.mark_connected("h", True)
+            (entry,) = await q.enqueue([("h", msg(2))])
+            assert entry is not None and entry.holder == "node-b"
+            await q.mark_connected("h", False)  # node-a's late disconnect
+            assert target.raw.get("{h}_session_node") == b"node-b"
+            await other.mark_connected("h", False)
+            assert target.raw.exists("{h}_session_node") == 0
+        finally:
+            await other.close()
+        unnamed = target.queue()
+        await unnamed.open()
+        try:
+            (entry,) = await unnamed.enqueue([("h", msg(3))])
+            assert entry is not None and entry.holder is None  # cannot say
+        finally:
+            await unnamed.close()
+
+    run(target.queue(node="node-a"), body)
+
+
 def test_a_burst_of_connects_marks_every_session_over_one_connection(target: Target) -> None:
     """300 clients connecting at once (more than redis-py's pool of 100 would open): every
     marker is written, through the pipeline, not over a connection each."""

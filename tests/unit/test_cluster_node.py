@@ -18,6 +18,7 @@ from mqttq.model import Message, Subscription
 from mqttq.routing.router import Delivery
 from mqttq.settings import MqttSettings
 from mqttq.storage.memory import MemoryStorage
+from mqttq.storage.ports import QueuedMessage
 
 
 def _node(node_id: str = "node-1") -> ClusterNode:
@@ -112,5 +113,37 @@ def test_a_newer_connection_elsewhere_during_a_resume_here_leaves_the_session_to
         assert hub.sessions.get("c") is copy
         assert taken == []
         assert node.settled("c", request) is False  # taken over; the session lives on there
+
+    asyncio.run(scenario())
+
+
+def test_an_entry_goes_where_redis_saw_the_client_when_it_was_stored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The directory still says the persistent client is offline (its resume on node 2
+    not read yet), but Redis named node 2 when it stored the entry: node 2's persisted
+    downlink gets it. Without a marker the directory decides: it waits in Redis."""
+
+    async def scenario() -> None:
+        node = _node()
+        node.on_session("c", _info(None, "node-3", "r1", 10.0))
+        sent: list[tuple[str, str, int]] = []
+
+        def send_downlink(
+            to: str, client_id: str, _tenant: str, _message: Message, entry: QueuedMessage
+        ) -> asyncio.Future[None]:
+            sent.append((to, client_id, entry.packet_id))
+            done = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+
+        monkeypatch.setattr(node.link, "send_downlink", send_downlink)
+        loop = asyncio.get_running_loop()
+        for packet_id, holder in ((7, "node-2"), (8, "")):
+            queued = loop.create_future()
+            entry = QueuedMessage(packet_id, packet_id, Message("a", b"", 1), holder=holder)
+            queued.set_result([entry])
+            await node._hand_over_when_stored(queued, "c", "default")
+        assert sent == [("node-2", "c", 7)]
 
     asyncio.run(scenario())
