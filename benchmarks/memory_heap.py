@@ -6,7 +6,7 @@ as `memory.py` does) and the child compares a heap snapshot taken before them wi
 taken after, by allocation site (innermost frame) and by object type. Allocations made by
 C code (uvloop's transport, libuv's handle) show up under the event loop's frame.
 
-    python benchmarks/memory_heap.py --connections 2000 [--top 25]
+    python benchmarks/memory_heap.py --connections 2000 [--top 25] [--frames 4]
 """
 
 from __future__ import annotations
@@ -40,22 +40,21 @@ def _types() -> tuple[collections.Counter[str], collections.Counter[str]]:
     return counts, sizes
 
 
-def _report(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot, n: int, top: int) -> str:
-    stats = after.compare_to(before, "lineno")
+def _report(
+    before: tracemalloc.Snapshot, after: tracemalloc.Snapshot, n: int, top: int, frames: int
+) -> str:
+    stats = after.compare_to(before, "lineno" if frames == 1 else "traceback")
     lines = [f"tracemalloc: {sum(s.size_diff for s in stats) / n:,.0f} B per connection"]
     for stat in stats[:top]:
         if stat.size_diff / n >= 4:
-            frame = stat.traceback[0]
-            lines.append(
-                f"{stat.size_diff / n:8.1f} B {stat.count_diff / n:5.2f} blocks  "
-                f"{frame.filename}:{frame.lineno}"
-            )
+            where = " <- ".join(f"{f.filename}:{f.lineno}" for f in stat.traceback)
+            lines.append(f"{stat.size_diff / n:8.1f} B {stat.count_diff / n:5.2f} blocks  {where}")
     return "\n".join(lines)
 
 
-def broker_child(workdir: str, pipe: Connection, top: int) -> None:
+def broker_child(workdir: str, pipe: Connection, top: int, frames: int) -> None:
     """Child: the broker with tracemalloc; snapshots when the parent says so."""
-    tracemalloc.start(1)
+    tracemalloc.start(frames)
     from mqttq.cli.serve import run_broker  # noqa: PLC0415 (after tracemalloc.start)
     from mqttq.config import load_settings  # noqa: PLC0415
 
@@ -69,7 +68,7 @@ def broker_child(workdir: str, pipe: Connection, top: int) -> None:
         pipe.recv()
         gc.collect()
         after, types_after = tracemalloc.take_snapshot(), _types()
-        lines = [_report(before, after, n, top)]
+        lines = [_report(before, after, n, top, frames)]
         (c0, s0), (c1, s1) = types_before, types_after
         for name in sorted(c1, key=lambda t: s0[t] - s1[t]):
             # Lists: the snapshots' own bookkeeping shows up there, not the broker's.
@@ -109,12 +108,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--connections", type=int, default=2000)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument(
+        "--frames", type=int, default=1, help="frames per allocation site (> 1: by traceback)"
+    )
     args = parser.parse_args()
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
     with tempfile.TemporaryDirectory() as workdir:
         parent, child = multiprocessing.Pipe()
-        process = multiprocessing.Process(target=broker_child, args=(workdir, child, args.top))
+        process = multiprocessing.Process(
+            target=broker_child, args=(workdir, child, args.top, args.frames)
+        )
         process.start()
         try:
             ready = Path(workdir) / "ready.json"

@@ -102,7 +102,7 @@ class Client(asyncio.Protocol):
         self._flush_pending = False
         self._reading_paused = False
         self._timer_slot: int | None = None
-        """Slot of this connection's deadline in the lifecycle's TimerWheel."""
+        """Index of this connection's deadline in the lifecycle's TimerWheel."""
 
     @property
     def steps(self) -> OrderedSteps:

@@ -76,7 +76,10 @@ class Lifecycle:
         self.wills = WillScheduler(loop, self._publish_will)
         self.timers = TimerWheel(loop)
         """Connect timeout and keep alive deadlines of every connection."""
-        self.clients: set[Client] = set()
+        self.connecting: set[Client] = set()
+        """Open connections not attached to a session (before or during CONNECT, or
+        refused); an attached one is its session's `client` (see `connections`), so an
+        established connection costs no entry here."""
         self._locks: dict[str, asyncio.Lock] = {}
         self._lock_users: dict[str, int] = {}
 
@@ -89,7 +92,7 @@ class Lifecycle:
         admitted = limits.admit_tcp(self.loop.time())
         if isinstance(admitted, Refused):
             return None
-        self.clients.add(client)
+        self.connecting.add(client)
         self.hub.stats.connections_total += 1
         return admitted
 
@@ -250,6 +253,7 @@ class Lifecycle:
                         raise
                 hub.sessions[client_id] = session
                 session.client = client
+                self.connecting.discard(client)
                 session.will = packet.will
                 if session.persistent:
                     if old is None:
@@ -296,6 +300,7 @@ class Lifecycle:
         """
         hub = self.hub
         session.client = client
+        self.connecting.discard(client)
         session.ready = False
         handle = session.expiry_handle
         try:
@@ -310,6 +315,8 @@ class Lifecycle:
             if session.client is client:
                 session.client = None
                 session.waiting_live = None
+            if not client.closed:
+                self.connecting.add(client)
             raise
         if handle is not None:
             handle.cancel()
@@ -353,9 +360,14 @@ class Lifecycle:
             )
         session.expiry_interval = new
 
+    def connections(self) -> list[Client]:
+        """Every open connection: those still connecting and the sessions' clients."""
+        attached = [s.client for s in self.hub.sessions.values() if s.client is not None]
+        return [*self.connecting, *attached]
+
     def client_closed(self, client: Client) -> None:
         """The network connection is gone (any reason); idempotent."""
-        self.clients.discard(client)
+        self.connecting.discard(client)
         self._release_connection(client)
         session = client.session
         if session is None or session.client is not client:
@@ -594,7 +606,7 @@ class Lifecycle:
     async def shutdown(self) -> None:
         """Disconnect every client (0x8B on 5.0), record disconnect times, publish the
         wills that are due, and wait for every storage write to settle."""
-        for client in list(self.clients):
+        for client in self.connections():
             client.kick(ReasonCode.SERVER_SHUTTING_DOWN)
         self.wills.drop_all()
         self.timers.close()

@@ -107,7 +107,7 @@ class Broker:
     def listener_connections(self) -> dict[str, int]:
         """Clients connected now, by the listener they came through."""
         counts = dict.fromkeys(self._endpoints.ports, 0)
-        for client in self._life.clients if self._life is not None else ():
+        for client in self._life.connections() if self._life is not None else ():
             name = client.listener.name
             counts[name] = counts.get(name, 0) + 1
         return counts
@@ -189,7 +189,7 @@ class Broker:
         idle = [name for name, space in spaces.items() if not space.topic_refs and name not in used]
         for name in idle:
             del spaces[name]
-        for client in self._life.clients if self._life is not None else ():
+        for client in self._life.connecting if self._life is not None else ():
             if client.space is not None and client.space.name in idle:
                 spaces[client.space.name] = client.space  # connecting right now: keep it
         self.limits.prune(time.monotonic())

@@ -34,6 +34,10 @@ __all__ = ["Session"]
 
 logger = logging.getLogger("mqttq.broker.session")
 
+_NO_INFLIGHT: dict[int, QueuedMessage] = {}
+"""Shared by every session with nothing in flight yet (never written to: `_in_flight`
+gives a session its own dict before the first entry)."""
+
 
 class Session:
     """One MQTT session [MQTT-4.1], online (with a `client`) or offline."""
@@ -86,7 +90,9 @@ class Session:
         """Set when the session is discarded; late deliveries to it are dropped."""
         self.queue: deque[QueuedMessage] | None = None
         """Created with the first message that has to wait (an idle session has none)."""
-        self.inflight: dict[int, QueuedMessage] = {}
+        self.inflight: dict[int, QueuedMessage] = _NO_INFLIGHT
+        """QoS 1/2 deliveries awaiting their acknowledgement, by packet id; the shared
+        empty dict until the first one (an idle session holds none)."""
         self._ids: PacketIdAllocator | None = None
         """Created by the first packet id this session allocates itself (non-persistent)."""
         self.awaiting_pubrel: set[int] | None = None
@@ -178,7 +184,7 @@ class Session:
         client = self.client
         if not queue or client is None or not self.ready or not client.writable:
             return
-        inflight = self.inflight
+        inflight = self._in_flight()  # the dict `_send_entry` adds to
         window = client.conn.client_receive_maximum
         now = 0.0
         while queue and len(inflight) < window:
@@ -201,10 +207,11 @@ class Session:
             self.send_publish(client, message, 0, None, False)
             self._finish(entry)
             return
+        inflight = self._in_flight()
         if not entry.packet_id:
             ids = self._ids
             if ids is None:
-                ids = self._ids = PacketIdAllocator(self.inflight)
+                ids = self._ids = PacketIdAllocator(inflight)
             entry.packet_id = ids.allocate()
         packet_id = entry.packet_id
         resend = self.resend_ids
@@ -213,7 +220,7 @@ class Session:
             dup = True
             resend.discard(packet_id)
         if self.send_publish(client, message, message.qos, packet_id, dup):
-            self.inflight[packet_id] = entry
+            inflight[packet_id] = entry
         else:
             logger.debug(
                 "%s: message on %r larger than the client's Maximum Packet Size, "
@@ -222,6 +229,14 @@ class Session:
                 message.topic,
             )
             self._finish(entry)  # [MQTT-3.1.2-25]
+
+    def _in_flight(self) -> dict[int, QueuedMessage]:
+        """`inflight`, made the session's own dict first if it is still the shared one
+        (the packet id allocator keeps the same dict)."""
+        inflight = self.inflight
+        if inflight is _NO_INFLIGHT:
+            inflight = self.inflight = {}
+        return inflight
 
     def send_publish(
         self, client: Client, message: Message, qos: int, packet_id: int | None, dup: bool
@@ -337,7 +352,7 @@ class Session:
         queue = self.queue
         for entry in entries:
             if entry.pubrel:
-                self.inflight[entry.packet_id] = entry
+                self._in_flight()[entry.packet_id] = entry
                 client.send(PubrelPacket(entry.packet_id))
             else:
                 if queue is None:

@@ -176,8 +176,10 @@ class MqttConnection:
         self._head = b""
         self._started = 0.0  # only the connect timeout needed it: no float kept per client
         if packet.protocol_level == ProtocolLevel.MQTT_5:
-            if props.receive_maximum is not None:
-                self.client_receive_maximum = props.receive_maximum
+            maximum = props.receive_maximum
+            if maximum is not None and maximum != DEFAULT_RECEIVE_MAXIMUM:
+                # The common 65535 keeps the shared constant, not an int object per client.
+                self.client_receive_maximum = maximum
             self.client_max_packet_size = props.maximum_packet_size
             if props.topic_alias_maximum:
                 self._out_aliases = OutboundAliases(props.topic_alias_maximum)

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, cast
 
-from mqttq.broker.timers import TimerWheel
+from mqttq.broker.timers import RING, TimerWheel
 
 
 class FakeLoop:
@@ -127,3 +127,35 @@ def test_close_drops_everything() -> None:
     loop.advance(5)
     assert member.fired == []
     assert len(wheel) == 0
+
+
+def _step(loop: FakeLoop, seconds: float) -> None:
+    """Advance in steps of one slot, as a real clock would."""
+    for _ in range(round(seconds / 0.25)):
+        loop.advance(0.25)
+
+
+def test_a_deadline_beyond_the_ring_fires_on_time_after_filing_again() -> None:
+    loop = FakeLoop()
+    wheel = _wheel(loop)
+    due = 100.0 + 3 * RING * 0.25 + 0.1  # three rings ahead
+    far = Member(wheel, due)
+    near = Member(wheel, 101.0)
+    assert 0 <= far.slot < RING and 0 <= near.slot < RING
+    _step(loop, 3 * RING * 0.25)
+    assert far.fired == [] and near.fired == [101.0]
+    _step(loop, 0.5)
+    assert far.fired == [due + 0.15]  # the end of its slot
+    assert len(wheel) == 0 and loop.timers == []
+
+
+def test_a_cancelled_slot_index_serves_a_later_slot() -> None:
+    loop = FakeLoop()
+    wheel = _wheel(loop)
+    gone = Member(wheel, 101.0)
+    wheel.cancel(gone, gone.slot)
+    _step(loop, 1.25)
+    later = Member(wheel, 101.0 + RING * 0.25)  # the index `gone` had, a ring later
+    assert later.slot == gone.slot
+    _step(loop, RING * 0.25)
+    assert gone.fired == [] and later.fired == [101.0 + RING * 0.25]
