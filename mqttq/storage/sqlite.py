@@ -23,12 +23,7 @@ from typing import Any
 
 from mqttq.errors import StorageError
 from mqttq.model import Message
-from mqttq.storage.codec_json import (
-    DecodedMessages,
-    json_per_message,
-    message_from_json,
-    message_to_json,
-)
+from mqttq.storage.codec_json import message_from_json, message_to_json
 from mqttq.storage.memory import check_queue_limit
 from mqttq.storage.ports import QueuedMessage, QueueFullPolicy, SessionRecord
 from mqttq.storage.session_json import (
@@ -37,6 +32,7 @@ from mqttq.storage.session_json import (
     will_from_json,
     will_to_json,
 )
+from mqttq.storage.sqlite_bodies import MessageBodies
 from mqttq.storage.sqlite_writer import SqliteReader, SqliteWriter, WriterStatistics
 
 _log = logging.getLogger(__name__)
@@ -71,9 +67,9 @@ class SqliteStorage:
         # Touched only on the writer thread; dropped whenever a job or commit rolls back.
         self._counters: dict[str, _Counters] = {}
         self._reader = SqliteReader(Path(path))
-        self._decoded = DecodedMessages()
-        """Messages fetched lately (reader thread only): a drain of N sessions holding the
-        same messages decodes each once."""
+        self._bodies = MessageBodies()
+        """Message bodies read lately (reader thread only): a drain of N sessions holding
+        the same messages reads and decodes each once."""
         self._writer = SqliteWriter(
             Path(path), commit_interval=commit_interval, on_rollback=self._counters.clear
         )
@@ -222,7 +218,8 @@ class SqliteStorage:
         for index, (client_id, _message) in enumerate(items):
             by_client.setdefault(client_id, []).append(index)
         limit = self._limit
-        encoded = json_per_message()
+        entries: list[tuple[str, int, int, Message]] = []
+        counters = []
         for client_id, wanted in by_client.items():
             state = self._state(conn, client_id)
             if self._policy is QueueFullPolicy.REJECT_NEW:
@@ -244,17 +241,26 @@ class SqliteStorage:
                 if excess > 0:
                     conn.execute(_DROP_OLDEST, (client_id, client_id, excess))
                     state.count -= excess
-            rows = []
             for index, (serial, packet_id) in zip(
                 kept, self._next_ids(conn, client_id, state, len(kept)), strict=True
             ):
                 message = items[index][1]
                 results[index] = QueuedMessage(serial, packet_id, message)
-                text = encoded(message).for_entry(client_id, packet_id)
-                rows.append((client_id, serial, packet_id, text, message.expires_at))
-            conn.executemany(_INSERT_ENTRY, rows)
-            state.count += len(rows)
-            conn.execute(_SAVE_COUNTERS, (client_id, state.last_serial, state.last_packet_id))
+                entries.append((client_id, serial, packet_id, message))
+            state.count += len(kept)
+            counters.append((client_id, state.last_serial, state.last_packet_id))
+        if entries:
+            body_ids = _insert_bodies(conn, [entry[3] for entry in entries])
+            conn.executemany(
+                _INSERT_ENTRY,
+                [
+                    (client_id, serial, packet_id, body_id, message.expires_at)
+                    for (client_id, serial, packet_id, message), body_id in zip(
+                        entries, body_ids, strict=True
+                    )
+                ],
+            )
+        conn.executemany(_SAVE_COUNTERS, counters)
         return results
 
     def _next_ids(
@@ -291,22 +297,17 @@ class SqliteStorage:
         self, conn: sqlite3.Connection, client_id: str, now: float
     ) -> tuple[list[QueuedMessage], bool]:
         """(entries not expired at `now`, whether some were expired); reader thread."""
+        rows = conn.execute(_FETCH, (client_id,)).fetchall()
+        live = [row for row in rows if row[4] is None or now < row[4]]
+        bodies = self._bodies.read(conn, {row[3] for row in live})
         entries: list[QueuedMessage] = []
-        decoded = self._decoded
-        expired = False
-        for serial, packet_id, pubrel, text, expires_at in conn.execute(
-            _FETCH, (client_id,)
-        ).fetchall():
-            if expires_at is not None and now >= expires_at:
-                expired = True
-                continue
-            try:
-                message, _packet_type = decoded.decode(text)
-            except StorageError as exc:
-                _log.error("skipping unreadable queue entry %s/%d: %s", client_id, serial, exc)
+        for serial, packet_id, pubrel, body_id, _expires_at in live:
+            message = bodies.get(body_id)
+            if message is None:
+                _log.error("skipping unreadable queue entry %s/%d", client_id, serial)
                 continue
             entries.append(QueuedMessage(serial, packet_id, message, bool(pubrel)))
-        return entries, expired
+        return entries, len(live) < len(rows)
 
     def _delete_expired(self, conn: sqlite3.Connection, client_id: str, now: float) -> None:
         cursor = conn.execute(_DELETE_EXPIRED, (client_id, now))
@@ -328,9 +329,10 @@ _SET_RETAINED = (
 )
 _CLEAR_RETAINED = "DELETE FROM retained WHERE tenant = ? AND topic = ?"
 _INSERT_ENTRY = (
-    "INSERT INTO queue (client_id, serial, packet_id, pubrel, message, expires_at)"
+    "INSERT INTO queue (client_id, serial, packet_id, pubrel, message_id, expires_at)"
     " VALUES (?, ?, ?, 0, ?, ?)"
 )
+_INSERT_BODY = "INSERT INTO messages (body, refs) VALUES (?, ?)"
 _SAVE_COUNTERS = "INSERT OR REPLACE INTO counters VALUES (?, ?, ?)"
 _DROP_OLDEST = (
     "DELETE FROM queue WHERE client_id = ? AND serial IN"
@@ -341,18 +343,31 @@ _USED_IDS_WRAPPED = (
     "SELECT packet_id FROM queue WHERE client_id = ? AND (packet_id >= ? OR packet_id <= ?)"
 )
 _FETCH = (
-    "SELECT serial, packet_id, pubrel, message, expires_at FROM queue"
+    "SELECT serial, packet_id, pubrel, message_id, expires_at FROM queue"
     " WHERE client_id = ? ORDER BY serial"
 )
 _DELETE_EXPIRED = "DELETE FROM queue WHERE client_id = ? AND expires_at <= ?"
 _REMOVE_MANY = "DELETE FROM queue WHERE client_id = ? AND packet_id IN ({ids})"
 _REMOVE_CHUNK = 500
-# The JSON follows the entry's state too, as TBMQ's UPDATE_PACKET_TYPE script does.
-_MARK_PUBREL = (
-    "UPDATE queue SET pubrel = 1, message = CASE WHEN json_valid(message)"
-    " THEN json_set(message, '$.packetType', 'PUBREL') ELSE message END"
-    " WHERE client_id = ? AND packet_id = ?"
-)
+# The body is shared between sessions: the entry's state is its `pubrel` column alone.
+_MARK_PUBREL = "UPDATE queue SET pubrel = 1 WHERE client_id = ? AND packet_id = ?"
+
+
+def _insert_bodies(conn: sqlite3.Connection, messages: list[Message]) -> list[int]:
+    """Each distinct message object of `messages` stored once, referenced as often as it
+    occurs (the broker hands the same object to every subscriber it is delivered to
+    unchanged); the body id of each item, aligned with `messages`."""
+    counts: dict[int, tuple[Message, int]] = {}
+    for message in messages:
+        known = counts.get(id(message))
+        counts[id(message)] = (message, 1 if known is None else known[1] + 1)
+    ids: dict[int, int] = {}
+    for key, (message, refs) in counts.items():
+        text = message_to_json(message, client_id="", packet_id=0)
+        cursor = conn.execute(_INSERT_BODY, (text, refs))
+        assert cursor.lastrowid is not None
+        ids[key] = cursor.lastrowid
+    return [ids[id(message)] for message in messages]
 
 
 def _statement(sql: str, params: tuple[Any, ...]) -> Callable[[sqlite3.Connection], None]:

@@ -1,0 +1,107 @@
+"""SQLite's message-once layout (schema 5): a body per message, shared by its entries and
+deleted with the last one, and the upgrade of a version 4 file whose entries carry their
+whole message."""
+
+from __future__ import annotations
+
+import base64
+import sqlite3
+from pathlib import Path
+
+from mqttq.storage.codec_json import PUBREL, message_to_json
+from mqttq.storage.ports import Storage
+from mqttq.storage.sqlite import SqliteStorage
+from mqttq.storage.sqlite_schema import SCHEMA_VERSION
+from tests.contract.conftest import run_with
+from tests.contract.test_storage_contract import full_message, ids, msg, payloads
+
+
+def _bodies(path: Path) -> list[tuple[bytes, int]]:
+    """(payload, refs) of every stored body, in id order."""
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(
+            "SELECT json_extract(body, '$.payload'), refs FROM messages ORDER BY id"
+        ).fetchall()
+    conn.close()
+    return [(base64.b64decode(payload), refs) for payload, refs in rows]
+
+
+def test_a_body_is_shared_by_its_entries_and_freed_with_the_last(tmp_path: Path) -> None:
+    path = tmp_path / "mqttq.db"
+    shared = msg(1)
+
+    async def body(s: Storage) -> None:
+        expiring = msg(3, expires_at=100.0)
+        await s.enqueue(
+            [("a", shared), ("b", shared), ("c", shared), ("a", msg(2)), ("b", expiring)]
+        )
+        await s.enqueue([("d", msg(4))])
+        await s.enqueue([("d", msg(5)), ("d", msg(6))])  # the limit drops p4
+        await s.remove_many([("a", 1), ("a", 2)])
+        assert payloads(await s.fetch("b", 200.0)) == [b"p1"]  # p3 expired: deleted
+        await s.mark_pubrel("c", 1)
+        assert [e.pubrel for e in await s.fetch("c", 0)] == [True]
+        await s.clear("c")
+        assert payloads(await s.fetch("d", 0)) == [b"p5", b"p6"]
+
+    run_with(SqliteStorage(path, queue_limit=2), body)
+    assert _bodies(path) == [(b"p1", 1), (b"p5", 1), (b"p6", 1)]
+
+
+_V4 = """
+CREATE TABLE schema_version (version INTEGER NOT NULL);
+INSERT INTO schema_version VALUES (4);
+CREATE TABLE sessions (client_id TEXT PRIMARY KEY, protocol_level INTEGER NOT NULL,
+    session_expiry_interval INTEGER NOT NULL, disconnected_at REAL,
+    client_type TEXT NOT NULL, subscriptions TEXT NOT NULL,
+    tenant TEXT NOT NULL DEFAULT 'default', will TEXT,
+    awaiting_pubrel TEXT NOT NULL DEFAULT '[]') WITHOUT ROWID;
+CREATE TABLE queue (id INTEGER PRIMARY KEY, client_id TEXT NOT NULL,
+    serial INTEGER NOT NULL, packet_id INTEGER NOT NULL, pubrel INTEGER NOT NULL DEFAULT 0,
+    message TEXT NOT NULL, expires_at REAL);
+CREATE UNIQUE INDEX queue_serial ON queue (client_id, serial);
+CREATE UNIQUE INDEX queue_packet_id ON queue (client_id, packet_id);
+CREATE TABLE counters (client_id TEXT PRIMARY KEY, last_serial INTEGER NOT NULL,
+    last_packet_id INTEGER NOT NULL) WITHOUT ROWID;
+INSERT INTO counters VALUES ('a', 7, 7), ('b', 1, 1);
+"""
+
+
+def test_sqlite_upgrades_a_version_4_queue(tmp_path: Path) -> None:
+    """Entries written by the layout before message-once are found, in order, with their
+    PUBREL state; ids continue; a removed entry's body goes with it."""
+    path = tmp_path / "mqttq.db"
+    old = [
+        (
+            "a",
+            6,
+            6,
+            1,
+            message_to_json(full_message(), client_id="a", packet_id=6, packet_type=PUBREL),
+        ),
+        ("a", 7, 7, 0, message_to_json(msg(7), client_id="a", packet_id=7)),
+        ("b", 1, 1, 0, message_to_json(msg(1), client_id="b", packet_id=1)),
+    ]
+    with sqlite3.connect(path) as conn:
+        conn.executescript(_V4)
+        conn.executemany(
+            "INSERT INTO queue (client_id, serial, packet_id, pubrel, message)"
+            " VALUES (?, ?, ?, ?, ?)",
+            old,
+        )
+    conn.close()
+
+    async def check(s: Storage) -> None:
+        a = await s.fetch("a", 0)
+        assert [(e.serial, e.packet_id, e.pubrel) for e in a] == [(6, 6, True), (7, 7, False)]
+        assert a[0].message == full_message()
+        assert payloads(await s.fetch("b", 0)) == [b"p1"]
+        assert ids(await s.enqueue([("a", msg(8))])) == [(8, 8)]
+        await s.remove("a", 6)
+        assert payloads(await s.fetch("a", 0)) == [b"p7", b"p8"]
+
+    run_with(SqliteStorage(path), check)
+    assert _bodies(path) == [(b"p7", 1), (b"p1", 1), (b"p8", 1)]
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
+    conn.close()
