@@ -70,8 +70,16 @@ class SqliteStorage:
         self._bodies = MessageBodies()
         """Message bodies read lately (reader thread only): a drain of N sessions holding
         the same messages reads and decodes each once."""
+        # Writer thread only: entries deleted since the last sweep of unreferenced bodies,
+        # and how many there must be before the next one (half the entries the last sweep
+        # saw: its scan of the queue costs O(1) per deleted entry, amortized).
+        self._deleted = 0
+        self._sweep_after = _SWEEP_MIN
         self._writer = SqliteWriter(
-            Path(path), commit_interval=commit_interval, on_rollback=self._counters.clear
+            Path(path),
+            commit_interval=commit_interval,
+            on_rollback=self._counters.clear,
+            on_idle=self._sweep_if_due,
         )
 
     def statistics(self) -> WriterStatistics:
@@ -145,20 +153,7 @@ class SqliteStorage:
         """Delete each (client_id, packet_id) entry in one job (one savepoint, one commit),
         with one DELETE per client."""
         copied = list(entries)  # the job runs later, on another thread
-
-        def job(conn: sqlite3.Connection) -> None:
-            by_client: dict[str, list[int]] = {}
-            for client_id, packet_id in copied:
-                by_client.setdefault(client_id, []).append(packet_id)
-            # One DELETE per client (and per 500 ids: SQLite bounds the parameters).
-            for client_id, packet_ids in by_client.items():
-                for start in range(0, len(packet_ids), _REMOVE_CHUNK):
-                    chunk = packet_ids[start : start + _REMOVE_CHUNK]
-                    sql = _REMOVE_MANY.format(ids=",".join("?" * len(chunk)))
-                    cursor = conn.execute(sql, (client_id, *chunk))
-                    self._forget(client_id, cursor.rowcount)
-
-        await self._writer.submit(job)
+        await self._writer.submit(lambda conn: self._remove(conn, copied))
 
     async def mark_pubrel(self, client_id: str, packet_id: int) -> None:
         """Mark the entry as awaiting PUBCOMP [MQTT-4.3.3]; message and expiry are kept."""
@@ -189,7 +184,33 @@ class SqliteStorage:
 
         await self._writer.submit(job)
 
+    async def sweep(self) -> int:
+        """Delete every body no entry points at any more; how many went. The writer does
+        this on its own when idle after enough deletions; callers need it only to see
+        the file settled (tests, tools)."""
+        return await self._writer.submit(self._sweep)
+
     # --- writer-thread side -----------------------------------------------------------
+
+    def _sweep(self, conn: sqlite3.Connection) -> int:
+        swept = conn.execute(_SWEEP).rowcount
+        (entries,) = conn.execute("SELECT COUNT(*) FROM queue").fetchone()
+        self._deleted = 0
+        self._sweep_after = max(_SWEEP_MIN, entries // 2)
+        return swept
+
+    def _sweep_if_due(self, conn: sqlite3.Connection) -> None:
+        """The writer's idle hook: one sweep, in a transaction of its own, when due."""
+        if self._deleted < self._sweep_after:
+            return
+        try:
+            conn.execute("BEGIN")
+            self._sweep(conn)
+            conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            _log.warning("sweeping unreferenced SQLite message bodies failed: %s", exc)
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
 
     def _state(self, conn: sqlite3.Connection, client_id: str) -> _Counters:
         state = self._counters.get(client_id)
@@ -206,6 +227,7 @@ class SqliteStorage:
         return state
 
     def _forget(self, client_id: str, deleted: int) -> None:
+        self._deleted += deleted
         state = self._counters.get(client_id)
         if state is not None and deleted > 0:
             state.count -= deleted
@@ -218,7 +240,8 @@ class SqliteStorage:
         for index, (client_id, _message) in enumerate(items):
             by_client.setdefault(client_id, []).append(index)
         limit = self._limit
-        entries: list[tuple[str, int, int, Message]] = []
+        body_of = _insert_bodies(conn, items)
+        rows: list[tuple[str, int, int, int, float | None]] = []
         counters = []
         for client_id, wanted in by_client.items():
             state = self._state(conn, client_id)
@@ -240,26 +263,19 @@ class SqliteStorage:
                 excess = state.count + len(kept) - limit
                 if excess > 0:
                     conn.execute(_DROP_OLDEST, (client_id, client_id, excess))
+                    self._deleted += excess
                     state.count -= excess
             for index, (serial, packet_id) in zip(
                 kept, self._next_ids(conn, client_id, state, len(kept)), strict=True
             ):
                 message = items[index][1]
                 results[index] = QueuedMessage(serial, packet_id, message)
-                entries.append((client_id, serial, packet_id, message))
+                rows.append(
+                    (client_id, serial, packet_id, body_of[id(message)], message.expires_at)
+                )
             state.count += len(kept)
             counters.append((client_id, state.last_serial, state.last_packet_id))
-        if entries:
-            body_ids = _insert_bodies(conn, [entry[3] for entry in entries])
-            conn.executemany(
-                _INSERT_ENTRY,
-                [
-                    (client_id, serial, packet_id, body_id, message.expires_at)
-                    for (client_id, serial, packet_id, message), body_id in zip(
-                        entries, body_ids, strict=True
-                    )
-                ],
-            )
+        conn.executemany(_INSERT_ENTRY, rows)
         conn.executemany(_SAVE_COUNTERS, counters)
         return results
 
@@ -309,12 +325,22 @@ class SqliteStorage:
             entries.append(QueuedMessage(serial, packet_id, message, bool(pubrel)))
         return entries, len(live) < len(rows)
 
+    def _remove(self, conn: sqlite3.Connection, entries: list[tuple[str, int]]) -> None:
+        by_client: dict[str, list[int]] = {}
+        for client_id, packet_id in entries:
+            by_client.setdefault(client_id, []).append(packet_id)
+        # One DELETE per client (and per 500 ids: SQLite bounds the parameters).
+        for client_id, packet_ids in by_client.items():
+            for start in range(0, len(packet_ids), _REMOVE_CHUNK):
+                chunk = packet_ids[start : start + _REMOVE_CHUNK]
+                sql = _REMOVE_MANY.format(ids=",".join("?" * len(chunk)))
+                self._forget(client_id, conn.execute(sql, (client_id, *chunk)).rowcount)
+
     def _delete_expired(self, conn: sqlite3.Connection, client_id: str, now: float) -> None:
-        cursor = conn.execute(_DELETE_EXPIRED, (client_id, now))
-        self._forget(client_id, cursor.rowcount)
+        self._forget(client_id, conn.execute(_DELETE_EXPIRED, (client_id, now)).rowcount)
 
     def _clear(self, conn: sqlite3.Connection, client_id: str) -> None:
-        conn.execute("DELETE FROM queue WHERE client_id = ?", (client_id,))
+        self._deleted += conn.execute(_CLEAR_QUEUE, (client_id,)).rowcount
         conn.execute("DELETE FROM counters WHERE client_id = ?", (client_id,))
         self._counters[client_id] = _Counters(0, 0, 0)
 
@@ -332,12 +358,18 @@ _INSERT_ENTRY = (
     "INSERT INTO queue (client_id, serial, packet_id, pubrel, message_id, expires_at)"
     " VALUES (?, ?, ?, 0, ?, ?)"
 )
-_INSERT_BODY = "INSERT INTO messages (body, refs) VALUES (?, ?)"
+_INSERT_BODY = "INSERT INTO messages (body) VALUES (?)"
+# Not correlated: SQLite reads the referenced ids once into a temporary index.
+_SWEEP = "DELETE FROM messages WHERE id NOT IN (SELECT message_id FROM queue)"
+_SWEEP_MIN = 4096
+"""Entries deleted before a sweep is worth its scan, however small the queues."""
 _SAVE_COUNTERS = "INSERT OR REPLACE INTO counters VALUES (?, ?, ?)"
 _DROP_OLDEST = (
     "DELETE FROM queue WHERE client_id = ? AND serial IN"
     " (SELECT serial FROM queue WHERE client_id = ? ORDER BY serial LIMIT ?)"
+    ""
 )
+_CLEAR_QUEUE = "DELETE FROM queue WHERE client_id = ?"
 _USED_IDS = "SELECT packet_id FROM queue WHERE client_id = ? AND packet_id BETWEEN ? AND ?"
 _USED_IDS_WRAPPED = (
     "SELECT packet_id FROM queue WHERE client_id = ? AND (packet_id >= ? OR packet_id <= ?)"
@@ -353,21 +385,20 @@ _REMOVE_CHUNK = 500
 _MARK_PUBREL = "UPDATE queue SET pubrel = 1 WHERE client_id = ? AND packet_id = ?"
 
 
-def _insert_bodies(conn: sqlite3.Connection, messages: list[Message]) -> list[int]:
-    """Each distinct message object of `messages` stored once, referenced as often as it
-    occurs (the broker hands the same object to every subscriber it is delivered to
-    unchanged); the body id of each item, aligned with `messages`."""
-    counts: dict[int, tuple[Message, int]] = {}
-    for message in messages:
-        known = counts.get(id(message))
-        counts[id(message)] = (message, 1 if known is None else known[1] + 1)
-    ids: dict[int, int] = {}
-    for key, (message, refs) in counts.items():
-        text = message_to_json(message, client_id="", packet_id=0)
-        cursor = conn.execute(_INSERT_BODY, (text, refs))
-        assert cursor.lastrowid is not None
-        ids[key] = cursor.lastrowid
-    return [ids[id(message)] for message in messages]
+def _insert_bodies(conn: sqlite3.Connection, items: list[tuple[str, Message]]) -> dict[int, int]:
+    """Each distinct message object of `items` stored once (the broker hands the same
+    object to every subscriber it is delivered to unchanged); the body id by
+    `id(message)`. The objects stay alive in `items`. A body no entry ends up pointing at
+    (its items dropped at once, or refused) goes with the next sweep."""
+    body_of: dict[int, int] = {}
+    for _client_id, message in items:
+        key = id(message)
+        if key not in body_of:
+            text = message_to_json(message, client_id="", packet_id=0)
+            cursor = conn.execute(_INSERT_BODY, (text,))
+            assert cursor.lastrowid is not None
+            body_of[key] = cursor.lastrowid
+    return body_of
 
 
 def _statement(sql: str, params: tuple[Any, ...]) -> Callable[[sqlite3.Connection], None]:

@@ -21,11 +21,10 @@ keep their will and the inbound QoS 2 ids awaiting PUBREL; 4: application_sessio
 
 MESSAGES_TABLE: Final = """CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
-    body TEXT NOT NULL,
-    refs INTEGER NOT NULL
+    body TEXT NOT NULL
 )"""
 """Queued message bodies: TBMQ-form JSON (`codec_json`, `clientId` "" and `packetId` 0:
-the entry's own values are in its `queue` row) and how many `queue` rows point at it."""
+the entry's own values are in its `queue` row)."""
 
 QUEUE_TABLE: Final = """CREATE TABLE IF NOT EXISTS queue (
     client_id TEXT NOT NULL,
@@ -74,22 +73,16 @@ _TABLES: Final = (
         awaiting_pubrel TEXT NOT NULL DEFAULT '[]'
     ) WITHOUT ROWID""",
     # Message-once: a message queued for N sessions is one `messages` row (its TBMQ JSON,
-    # written once) and N small `queue` rows pointing at it. `refs` counts the queue rows
-    # that point at a body; the triggers below keep it and delete a body left unreferenced.
-    # AUTOINCREMENT: an id is never reused, so a reader may remember a body by its id.
+    # written once) and N small `queue` rows pointing at it. A body no entry points at any
+    # more is deleted by the writer's sweep (`SqliteStorage`), not entry by entry: deleting
+    # an entry stays one B-tree operation per index. AUTOINCREMENT: an id is never
+    # reused, so a reader may remember a body by its id.
     MESSAGES_TABLE,
     # serial only grows per client, across the packet-id wrap: it alone orders a queue,
     # and is its key (no rowid: one B-tree fewer to update per entry).
     QUEUE_TABLE,
     # Unique: the adapter never lets two entries of a queue share a packet id.
     "CREATE UNIQUE INDEX IF NOT EXISTS queue_packet_id ON queue (client_id, packet_id)",
-    """CREATE TRIGGER IF NOT EXISTS queue_release AFTER DELETE ON queue BEGIN
-        UPDATE messages SET refs = refs - 1 WHERE id = OLD.message_id;
-    END""",
-    """CREATE TRIGGER IF NOT EXISTS messages_unused AFTER UPDATE OF refs ON messages
-    WHEN NEW.refs <= 0 BEGIN
-        DELETE FROM messages WHERE id = NEW.id;
-    END""",
     # Kept when the queue empties, so packet ids continue instead of restarting at 1.
     """CREATE TABLE IF NOT EXISTS counters (
         client_id TEXT PRIMARY KEY,
@@ -129,7 +122,7 @@ _UPGRADES: Final[dict[int, tuple[str, ...]]] = {
     # 3 -> 4: a new table, empty.
     3: (APP_CONTEXT_TABLE,),
     # 4 -> 5: each old entry's JSON becomes a body of its own (its clientId and packetId
-    # are ignored when read: the queue row has them), referenced once. A file that never
+    # are ignored when read: the queue row has them). A file that never
     # had a queue table gets the old one first, empty, so the same statements apply.
     4: (
         _QUEUE_V4,
@@ -138,7 +131,7 @@ _UPGRADES: Final[dict[int, tuple[str, ...]]] = {
         "DROP INDEX IF EXISTS queue_packet_id",
         MESSAGES_TABLE,
         QUEUE_TABLE,
-        "INSERT INTO messages (id, body, refs) SELECT id, message, 1 FROM queue_v4",
+        "INSERT INTO messages (id, body) SELECT id, message FROM queue_v4",
         "INSERT INTO queue (client_id, serial, packet_id, pubrel, message_id, expires_at)"
         " SELECT client_id, serial, packet_id, pubrel, id, expires_at FROM queue_v4",
         "DROP TABLE queue_v4",

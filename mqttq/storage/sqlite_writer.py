@@ -62,16 +62,20 @@ class SqliteWriter:
         idle_gap: float | None = None,
         max_batch: int = 1024,
         on_rollback: Callable[[], None] = lambda: None,
+        on_idle: Callable[[sqlite3.Connection], None] | None = None,
     ) -> None:
         """Gather jobs for at most `commit_interval` seconds after the first one, but stop
         early once none arrived for `idle_gap` (default: a quarter of the interval), so a
         lone caller does not pay the whole interval. `on_rollback` runs on the writer thread
-        whenever work was undone, so caches kept beside the database can be dropped."""
+        whenever work was undone, so caches kept beside the database can be dropped.
+        `on_idle(conn)` runs on the writer thread after a batch whenever no job is waiting,
+        outside any transaction (it runs its own): housekeeping that must not delay one."""
         self._path = path
         self._commit_interval = commit_interval
         self._idle_gap = commit_interval / 4 if idle_gap is None else idle_gap
         self._max_batch = max_batch
         self._on_rollback = on_rollback
+        self._on_idle = on_idle
         self._queue: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         # Guards `_accepting` against the thread's final drain: a job is either queued
@@ -159,6 +163,8 @@ class SqliteWriter:
                 batch, stop = self._collect()
                 if batch:
                     self._run_batch(conn, batch)
+                    if self._on_idle is not None and stop is None and self._queue.empty():
+                        self._on_idle(conn)
         except BaseException:
             _log.exception("SQLite writer thread crashed; storage %s is unusable", self._path)
             raise

@@ -1,5 +1,5 @@
 """SQLite's message-once layout (schema 5): a body per message, shared by its entries and
-deleted with the last one, and the upgrade of a version 4 file whose entries carry their
+swept once none is left, and the upgrade of a version 4 file whose entries carry their
 whole message."""
 
 from __future__ import annotations
@@ -9,24 +9,23 @@ import sqlite3
 from pathlib import Path
 
 from mqttq.storage.codec_json import PUBREL, message_to_json
-from mqttq.storage.ports import Storage
+from mqttq.storage.ports import QueueFullPolicy, Storage
 from mqttq.storage.sqlite import SqliteStorage
 from mqttq.storage.sqlite_schema import SCHEMA_VERSION
 from tests.contract.conftest import run_with
 from tests.contract.test_storage_contract import full_message, ids, msg, payloads
 
 
-def _bodies(path: Path) -> list[tuple[bytes, int]]:
-    """(payload, refs) of every stored body, in id order."""
+def _bodies(path: Path) -> list[bytes]:
+    """The payload of every stored body, in id order."""
     with sqlite3.connect(path) as conn:
-        rows = conn.execute(
-            "SELECT json_extract(body, '$.payload'), refs FROM messages ORDER BY id"
-        ).fetchall()
+        rows = conn.execute("SELECT json_extract(body, '$.payload') FROM messages ORDER BY id")
+        payloads = [base64.b64decode(payload) for (payload,) in rows]
     conn.close()
-    return [(base64.b64decode(payload), refs) for payload, refs in rows]
+    return payloads
 
 
-def test_a_body_is_shared_by_its_entries_and_freed_with_the_last(tmp_path: Path) -> None:
+def test_a_body_is_shared_by_its_entries_and_swept_after_the_last(tmp_path: Path) -> None:
     path = tmp_path / "mqttq.db"
     shared = msg(1)
 
@@ -37,15 +36,30 @@ def test_a_body_is_shared_by_its_entries_and_freed_with_the_last(tmp_path: Path)
         )
         await s.enqueue([("d", msg(4))])
         await s.enqueue([("d", msg(5)), ("d", msg(6))])  # the limit drops p4
+        await s.enqueue([("e", msg(7)), ("e", msg(8)), ("e", msg(9))])  # p7 never written
         await s.remove_many([("a", 1), ("a", 2)])
         assert payloads(await s.fetch("b", 200.0)) == [b"p1"]  # p3 expired: deleted
         await s.mark_pubrel("c", 1)
         assert [e.pubrel for e in await s.fetch("c", 0)] == [True]
         await s.clear("c")
         assert payloads(await s.fetch("d", 0)) == [b"p5", b"p6"]
+        assert isinstance(s, SqliteStorage)
+        assert await s.sweep() == 4  # p2, p3, p4 and p7; b still holds p1
+        assert payloads(await s.fetch("b", 0)) == [b"p1"]
 
     run_with(SqliteStorage(path, queue_limit=2), body)
-    assert _bodies(path) == [(b"p1", 1), (b"p5", 1), (b"p6", 1)]
+    assert _bodies(path) == [b"p1", b"p5", b"p6", b"p8", b"p9"]
+
+    async def rejected(s: Storage) -> None:
+        await s.enqueue([("a", msg(10)), ("b", msg(11)), ("b", msg(12))])
+        assert isinstance(s, SqliteStorage)
+        assert await s.sweep() == 1
+
+    path = tmp_path / "reject.db"
+    run_with(
+        SqliteStorage(path, queue_limit=1, queue_full_policy=QueueFullPolicy.REJECT_NEW), rejected
+    )
+    assert _bodies(path) == [b"p10", b"p11"]
 
 
 _V4 = """
@@ -99,9 +113,11 @@ def test_sqlite_upgrades_a_version_4_queue(tmp_path: Path) -> None:
         assert ids(await s.enqueue([("a", msg(8))])) == [(8, 8)]
         await s.remove("a", 6)
         assert payloads(await s.fetch("a", 0)) == [b"p7", b"p8"]
+        assert isinstance(s, SqliteStorage)
+        await s.sweep()
 
     run_with(SqliteStorage(path), check)
-    assert _bodies(path) == [(b"p7", 1), (b"p1", 1), (b"p8", 1)]
+    assert _bodies(path) == [b"p7", b"p1", b"p8"]
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
     conn.close()
