@@ -9,6 +9,10 @@ only grows orders each client's queue, packet ids wrap 65535 -> 1 while the seri
 the per-client limit is at most 65535 and an id still held in the queue is skipped, so
 packet ids in one queue never collide, and the last serial / packet id survive an empty
 queue (only `clear` and `delete_session` reset them).
+
+Message-once (schema 5, `sqlite_schema`): a message the broker hands to N sessions is
+written as one body and N small entry rows, so a fan-out commits 1 JSON text instead of N;
+a body no entry points at any more is removed by a sweep the writer runs when idle.
 """
 
 from __future__ import annotations
