@@ -319,15 +319,19 @@ class SqliteStorage:
         """(entries not expired at `now`, whether some were expired); reader thread."""
         rows = conn.execute(_FETCH, (client_id,)).fetchall()
         live = [row for row in rows if row[4] is None or now < row[4]]
-        bodies = self._bodies.read(conn, {row[3] for row in live})
-        entries: list[QueuedMessage] = []
-        for serial, packet_id, pubrel, body_id, _expires_at in live:
-            message = bodies.get(body_id)
-            if message is None:
-                _log.error("skipping unreadable queue entry %s/%d", client_id, serial)
-                continue
-            entries.append(QueuedMessage(serial, packet_id, message, bool(pubrel)))
-        return entries, len(live) < len(rows)
+        expired = len(live) < len(rows)
+        wanted = {row[3] for row in live}
+        bodies = self._bodies.read(conn, wanted)
+        if len(bodies) < len(wanted):
+            unreadable = [row[0] for row in live if row[3] not in bodies]
+            _log.error("skipping unreadable queue entries of %s: serials %s", client_id, unreadable)
+            live = [row for row in live if row[3] in bodies]
+        # One comprehension: a drain builds an entry per row, nothing else.
+        entries = [
+            QueuedMessage(serial, packet_id, bodies[body_id], pubrel == 1)
+            for serial, packet_id, pubrel, body_id, _expires_at in live
+        ]
+        return entries, expired
 
     def _remove(self, conn: sqlite3.Connection, entries: list[tuple[str, int]]) -> None:
         by_client: dict[str, list[int]] = {}
