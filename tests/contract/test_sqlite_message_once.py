@@ -4,6 +4,7 @@ whole message."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import sqlite3
 from pathlib import Path
@@ -121,3 +122,19 @@ def test_sqlite_upgrades_a_version_4_queue(tmp_path: Path) -> None:
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
     conn.close()
+
+
+def test_the_writer_sweeps_bodies_on_its_own_once_enough_entries_went(tmp_path: Path) -> None:
+    """Without `sweep()`: after 4,096 deletions the idle writer sweeps by itself."""
+    path = tmp_path / "mqttq.db"
+
+    async def body(s: Storage) -> None:
+        entries = await s.enqueue([("a", msg(n)) for n in range(4096)] + [("b", msg(-1))])
+        await s.remove_many([("a", e.packet_id) for e in entries[:4096] if e is not None])
+        for _ in range(500):  # the sweep follows the removal's commit
+            if len(_bodies(path)) == 1:
+                break
+            await asyncio.sleep(0.01)
+        assert _bodies(path) == [b"p-1"]
+
+    run_with(SqliteStorage(path, queue_limit=65535), body)
