@@ -13,8 +13,9 @@ from mqttq.storage.codec_json import PUBREL, message_to_json
 from mqttq.storage.ports import QueueFullPolicy, Storage
 from mqttq.storage.sqlite import SqliteStorage
 from mqttq.storage.sqlite_schema import SCHEMA_VERSION
+from mqttq.storage.sqlite_writer import SqliteWriter
 from tests.contract.conftest import run_with
-from tests.contract.test_storage_contract import full_message, ids, msg, payloads
+from tests.contract.test_storage_contract import full_message, hold, ids, msg, payloads
 
 
 def _bodies(path: Path) -> list[bytes]:
@@ -138,3 +139,29 @@ def test_the_writer_sweeps_bodies_on_its_own_once_enough_entries_went(tmp_path: 
         assert _bodies(path) == [b"p-1"]
 
     run_with(SqliteStorage(path, queue_limit=65535), body)
+
+
+def test_a_heavy_job_commits_without_the_jobs_queued_after_it(tmp_path: Path) -> None:
+    """`max_weight`: a job weighing that much ends its batch; the light ones after it
+    share the next commit."""
+
+    async def body() -> int:
+        writer = SqliteWriter(tmp_path / "w.db", commit_interval=0.05, max_weight=10)
+        await writer.open()
+        try:
+            release, held = await hold(writer)
+            before = writer.statistics().commits
+            jobs = [writer.submit(_nothing, weight=10)]
+            jobs += [writer.submit(_nothing) for _ in range(3)]
+            release.set()
+            await asyncio.gather(held, *jobs)
+            return writer.statistics().commits - before
+        finally:
+            await writer.close()
+
+    # The held job's batch, then the heavy job alone, then the three light ones.
+    assert asyncio.run(body()) == 3
+
+
+def _nothing(conn: sqlite3.Connection) -> None:
+    conn.execute("SELECT 1")
