@@ -100,7 +100,9 @@ class Hub:
         self.sessions: dict[str, Session] = {}
         self.stats = BrokerStats()
         self.tasks = BackgroundTasks(self.stats.storage_latency)
-        self._batcher = EnqueueBatcher(storage.enqueue, self.tasks)
+        # A store that commits each call on its own says how many items a call should hold.
+        chunk = getattr(storage, "enqueue_chunk", None)
+        self._batcher = EnqueueBatcher(storage.enqueue, self.tasks, chunk)
         self._removals = RemoveBatcher(storage.remove_many, self.tasks)
         self.max_queued_messages = settings.max_queued_messages
         self.reject_when_full = settings.queue_full_policy == "reject_new"

@@ -170,17 +170,23 @@ class EnqueueBatcher:
 
     Each caller still gets its own future with exactly its own entries, and a failure of
     the shared call fails every caller in it (each publisher then hears 0x80).
+
+    With `chunk`, an iteration's items are split (between callers, never inside one) into
+    calls of at most `chunk` items, issued in order: a store that commits each call on its
+    own (SQLite) lets the first callers' acks go out while later items are still written.
     """
 
-    __slots__ = ("_enqueue", "_items", "_loop", "_tasks", "_waiters")
+    __slots__ = ("_chunk", "_enqueue", "_items", "_loop", "_tasks", "_waiters")
 
     def __init__(
         self,
         enqueue: Callable[[list[tuple[str, Any]]], Coroutine[Any, Any, list[Any]]],
         tasks: BackgroundTasks,
+        chunk: int | None = None,
     ) -> None:
         self._enqueue = enqueue
         self._tasks = tasks
+        self._chunk = chunk
         self._loop: asyncio.AbstractEventLoop | None = None
         self._items: list[tuple[str, Any]] = []
         self._waiters: list[tuple[asyncio.Future[list[Any]], int, int]] = []
@@ -202,6 +208,24 @@ class EnqueueBatcher:
     def _flush(self) -> None:
         items, self._items = self._items, []
         waiters, self._waiters = self._waiters, []
+        chunk = self._chunk
+        if chunk is None or len(items) <= chunk:
+            self._call(items, waiters)
+            return
+        first = 0  # index in `waiters` of the group's first caller
+        for index, (_future, _start, end) in enumerate(waiters):
+            last = index + 1 == len(waiters)
+            if last or waiters[index + 1][2] - waiters[first][1] > chunk:
+                offset = waiters[first][1]
+                group = [(f, s - offset, e - offset) for f, s, e in waiters[first : index + 1]]
+                self._call(items[offset:end], group)
+                first = index + 1
+
+    def _call(
+        self,
+        items: list[tuple[str, Any]],
+        waiters: list[tuple[asyncio.Future[list[Any]], int, int]],
+    ) -> None:
         task = asyncio.ensure_future(self._enqueue(items))
         loop = task.get_loop()
         started = loop.time()

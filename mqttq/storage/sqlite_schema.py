@@ -1,9 +1,9 @@
 """The SQLite schema of the embedded store, its version, and how a connection is opened.
 
 One file holds everything: sessions (subscriptions as JSON), the per-client outgoing queues
-(messages as TBMQ-form JSON, see `codec_json`), the per-client counters and the retained
-messages. `schema_version` records which layout the file has, so a later mqttq can migrate
-it and an older one refuses to touch a newer file.
+(small rows pointing at message bodies stored once, as TBMQ-form JSON, see `codec_json`),
+the per-client counters and the retained messages. `schema_version` records which layout
+the file has, so a later mqttq can migrate it and an older one refuses to touch a newer file.
 """
 
 from __future__ import annotations
@@ -14,9 +14,39 @@ from typing import Final
 
 from mqttq.errors import StorageError
 
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 """1: the first layout; 2: sessions and retained messages carry their tenant; 3: sessions
-keep their will and the inbound QoS 2 ids awaiting PUBREL; 4: application_session_ctx."""
+keep their will and the inbound QoS 2 ids awaiting PUBREL; 4: application_session_ctx;
+5: message-once queues (a body per message in `messages`, small `queue` rows)."""
+
+MESSAGES_TABLE: Final = """CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    body TEXT NOT NULL
+)"""
+"""Queued message bodies: TBMQ-form JSON (`codec_json`, `clientId` "" and `packetId` 0:
+the entry's own values are in its `queue` row)."""
+
+QUEUE_TABLE: Final = """CREATE TABLE IF NOT EXISTS queue (
+    client_id TEXT NOT NULL,
+    serial INTEGER NOT NULL,
+    packet_id INTEGER NOT NULL,
+    pubrel INTEGER NOT NULL DEFAULT 0,
+    message_id INTEGER NOT NULL,
+    expires_at REAL,
+    PRIMARY KEY (client_id, serial)
+) WITHOUT ROWID"""
+"""One entry of a session's queue; `message_id` is its body in `messages`."""
+
+_QUEUE_V4: Final = """CREATE TABLE IF NOT EXISTS queue (
+    id INTEGER PRIMARY KEY,
+    client_id TEXT NOT NULL,
+    serial INTEGER NOT NULL,
+    packet_id INTEGER NOT NULL,
+    pubrel INTEGER NOT NULL DEFAULT 0,
+    message TEXT NOT NULL,
+    expires_at REAL
+)"""
+"""The queue of versions 1 to 4: every entry carries its whole message as JSON."""
 
 APP_CONTEXT_TABLE: Final = """CREATE TABLE IF NOT EXISTS application_session_ctx (
     client_id TEXT PRIMARY KEY,
@@ -42,20 +72,15 @@ _TABLES: Final = (
         will TEXT,
         awaiting_pubrel TEXT NOT NULL DEFAULT '[]'
     ) WITHOUT ROWID""",
-    # serial only grows per client, across the packet-id wrap: it alone orders a queue.
-    # A rowid table, not WITHOUT ROWID on (client_id, serial): new rows append to the
-    # table's last pages and only the two small index entries land on per-client pages, so
-    # a commit touching many clients writes about half the pages (and WAL bytes) to fsync.
-    """CREATE TABLE IF NOT EXISTS queue (
-        id INTEGER PRIMARY KEY,
-        client_id TEXT NOT NULL,
-        serial INTEGER NOT NULL,
-        packet_id INTEGER NOT NULL,
-        pubrel INTEGER NOT NULL DEFAULT 0,
-        message TEXT NOT NULL,
-        expires_at REAL
-    )""",
-    "CREATE UNIQUE INDEX IF NOT EXISTS queue_serial ON queue (client_id, serial)",
+    # Message-once: a message queued for N sessions is one `messages` row (its TBMQ JSON,
+    # written once) and N small `queue` rows pointing at it. A body no entry points at any
+    # more is deleted by the writer's sweep (`SqliteStorage`), not entry by entry: deleting
+    # an entry stays one B-tree operation per index. AUTOINCREMENT: an id is never
+    # reused, so a reader may remember a body by its id.
+    MESSAGES_TABLE,
+    # serial only grows per client, across the packet-id wrap: it alone orders a queue,
+    # and is its key (no rowid: one B-tree fewer to update per entry).
+    QUEUE_TABLE,
     # Unique: the adapter never lets two entries of a queue share a packet id.
     "CREATE UNIQUE INDEX IF NOT EXISTS queue_packet_id ON queue (client_id, packet_id)",
     # Kept when the queue empties, so packet ids continue instead of restarting at 1.
@@ -96,6 +121,21 @@ _UPGRADES: Final[dict[int, tuple[str, ...]]] = {
     ),
     # 3 -> 4: a new table, empty.
     3: (APP_CONTEXT_TABLE,),
+    # 4 -> 5: each old entry's JSON becomes a body of its own (its clientId and packetId
+    # are ignored when read: the queue row has them). A file that never
+    # had a queue table gets the old one first, empty, so the same statements apply.
+    4: (
+        _QUEUE_V4,
+        "ALTER TABLE queue RENAME TO queue_v4",
+        "DROP INDEX IF EXISTS queue_serial",
+        "DROP INDEX IF EXISTS queue_packet_id",
+        MESSAGES_TABLE,
+        QUEUE_TABLE,
+        "INSERT INTO messages (id, body) SELECT id, message FROM queue_v4",
+        "INSERT INTO queue (client_id, serial, packet_id, pubrel, message_id, expires_at)"
+        " SELECT client_id, serial, packet_id, pubrel, id, expires_at FROM queue_v4",
+        "DROP TABLE queue_v4",
+    ),
 }
 """Statements that bring a file of version N to N + 1."""
 

@@ -31,9 +31,10 @@ _log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _Job: TypeAlias = tuple[
-    Callable[[sqlite3.Connection], Any] | None, asyncio.Future[Any], asyncio.AbstractEventLoop
+    Callable[[sqlite3.Connection], Any] | None, asyncio.Future[Any], asyncio.AbstractEventLoop, int
 ]
-"""(function run on the connection, or None to stop; its future; the future's loop)."""
+"""(function run on the connection, or None to stop; its future; the future's loop; its
+weight)."""
 
 _Outcome: TypeAlias = tuple[asyncio.Future[Any], Any, BaseException | None]
 """(the future, its result, or the error to raise in it instead)."""
@@ -61,17 +62,25 @@ class SqliteWriter:
         commit_interval: float,
         idle_gap: float | None = None,
         max_batch: int = 1024,
+        max_weight: int | None = None,
         on_rollback: Callable[[], None] = lambda: None,
+        on_idle: Callable[[sqlite3.Connection], None] | None = None,
     ) -> None:
         """Gather jobs for at most `commit_interval` seconds after the first one, but stop
         early once none arrived for `idle_gap` (default: a quarter of the interval), so a
-        lone caller does not pay the whole interval. `on_rollback` runs on the writer thread
-        whenever work was undone, so caches kept beside the database can be dropped."""
+        lone caller does not pay the whole interval. A batch also ends once its jobs weigh
+        `max_weight` (see `submit`), so a heavy job commits without waiting for the ones
+        queued after it. `on_rollback` runs on the writer thread
+        whenever work was undone, so caches kept beside the database can be dropped.
+        `on_idle(conn)` runs on the writer thread after a batch whenever no job is waiting,
+        outside any transaction (it runs its own): housekeeping that must not delay one."""
         self._path = path
         self._commit_interval = commit_interval
         self._idle_gap = commit_interval / 4 if idle_gap is None else idle_gap
         self._max_batch = max_batch
+        self._max_weight = max_weight
         self._on_rollback = on_rollback
+        self._on_idle = on_idle
         self._queue: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         # Guards `_accepting` against the thread's final drain: a job is either queued
@@ -107,8 +116,9 @@ class SqliteWriter:
             self._closed = True
             raise
 
-    def submit(self, fn: Callable[[sqlite3.Connection], T]) -> asyncio.Future[T]:
+    def submit(self, fn: Callable[[sqlite3.Connection], T], weight: int = 1) -> asyncio.Future[T]:
         """Queue `fn` to run on the connection; the future resolves after its commit.
+        `weight` (e.g. the rows it writes) counts against the writer's `max_weight`.
 
         Raises StorageError at once when the writer is not open or already closed.
         """
@@ -116,7 +126,7 @@ class SqliteWriter:
         future: asyncio.Future[T] = loop.create_future()
         with self._lock:
             self._check_accepting()
-            self._queue.put((fn, future, loop))
+            self._queue.put((fn, future, loop, weight))
         return future
 
     def check_open(self) -> None:
@@ -139,7 +149,7 @@ class SqliteWriter:
             if self._accepting:
                 self._accepting = False
                 self._stopped = asyncio.get_running_loop().create_future()
-                self._queue.put((None, self._stopped, asyncio.get_running_loop()))
+                self._queue.put((None, self._stopped, asyncio.get_running_loop(), 0))
         if self._stopped is not None:
             await asyncio.shield(self._stopped)
 
@@ -159,6 +169,8 @@ class SqliteWriter:
                 batch, stop = self._collect()
                 if batch:
                     self._run_batch(conn, batch)
+                    if self._on_idle is not None and stop is None and self._queue.empty():
+                        self._on_idle(conn)
         except BaseException:
             _log.exception("SQLite writer thread crashed; storage %s is unusable", self._path)
             raise
@@ -178,7 +190,7 @@ class SqliteWriter:
             self._accepting = False
         while True:
             try:
-                fn, future, loop = self._queue.get_nowait()
+                fn, future, loop, _weight = self._queue.get_nowait()
             except queue.Empty:
                 return
             error = None if fn is None else StorageError(f"SQLite storage {self._path} closed")
@@ -194,8 +206,10 @@ class SqliteWriter:
         if first[0] is None:
             return [], first
         batch = [first]
+        weight = first[3]
+        max_weight = self._max_weight
         deadline = time.monotonic() + self._commit_interval
-        while len(batch) < self._max_batch:
+        while len(batch) < self._max_batch and (max_weight is None or weight < max_weight):
             try:
                 job = self._queue.get_nowait()
             except queue.Empty:
@@ -209,13 +223,14 @@ class SqliteWriter:
             if job[0] is None:
                 return batch, job
             batch.append(job)
+            weight += job[3]
         return batch, None
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list[_Job]) -> None:
         outcomes: list[_Outcome] = []
         try:
             conn.execute("BEGIN")
-            for fn, future, _loop in batch:
+            for fn, future, _loop, _weight in batch:
                 assert fn is not None
                 conn.execute("SAVEPOINT job")
                 try:
@@ -234,14 +249,14 @@ class SqliteWriter:
             self._rollback(conn)
             outcomes = [
                 (future, None, StorageError(f"SQLite commit failed: {exc}"))
-                for _fn, future, _loop in batch
+                for _fn, future, _loop, _weight in batch
             ]
         else:
             self._stats.commits += 1
         self._stats.jobs += len(batch)
         self._stats.largest_batch = max(self._stats.largest_batch, len(batch))
         by_loop: dict[asyncio.AbstractEventLoop, list[_Outcome]] = {}
-        for (_fn, _future, job_loop), outcome in zip(batch, outcomes, strict=True):
+        for (_fn, _future, job_loop, _weight), outcome in zip(batch, outcomes, strict=True):
             by_loop.setdefault(job_loop, []).append(outcome)
         for job_loop, items in by_loop.items():
             _deliver(items, job_loop)

@@ -22,6 +22,7 @@ from mqttq.model import Message, Subscription
 from mqttq.storage.memory import MemoryStorage
 from mqttq.storage.ports import QueuedMessage, QueueFullPolicy, SessionRecord, Storage
 from mqttq.storage.sqlite import SqliteStorage
+from mqttq.storage.sqlite_schema import SCHEMA_VERSION
 from mqttq.storage.sqlite_writer import SqliteWriter
 from tests.contract.conftest import StorageFactory, run_with
 
@@ -414,7 +415,10 @@ def test_sqlite_skips_unreadable_entries(tmp_path: Path) -> None:
 
     run_with(SqliteStorage(path), fill)
     with sqlite3.connect(path) as conn:
-        conn.execute("UPDATE queue SET message = '{not json' WHERE serial = 1")
+        conn.execute(
+            "UPDATE messages SET body = '{not json'"
+            " WHERE id = (SELECT message_id FROM queue WHERE serial = 1)"
+        )
         conn.execute("UPDATE retained SET message = '[]' WHERE topic = 'r'")
     conn.close()
 
@@ -598,7 +602,7 @@ def test_sqlite_upgrades_a_version_1_file(tmp_path: Path) -> None:
 
     run_with(SqliteStorage(path), check)
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(4,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
     conn.close()
 
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 import pytest
 
-from mqttq.broker.pending import BackgroundTasks, RemoveBatcher
+from mqttq.broker.pending import BackgroundTasks, EnqueueBatcher, RemoveBatcher
 from mqttq.errors import StorageError
 
 
@@ -141,3 +142,26 @@ def test_a_failed_removal_batch_is_logged_once_and_releases_barriers(
         asyncio.run(scenario())
     failures = [r.getMessage() for r in caplog.records if "remove failed" in r.getMessage()]
     assert failures == ["storage remove failed: disk gone"]
+
+
+def test_enqueue_chunks_split_between_callers_in_order() -> None:
+    """With `chunk`, one iteration's callers are split into calls of at most `chunk` items
+    (a caller larger than that alone), issued in order; each caller gets its own entries."""
+
+    async def scenario() -> tuple[list[list[str]], list[list[str]]]:
+        calls: list[list[str]] = []
+
+        async def enqueue(items: list[tuple[str, Any]]) -> list[Any]:
+            calls.append([client for client, _ in items])
+            return [f"{client}:{message}" for client, message in items]
+
+        batcher = EnqueueBatcher(enqueue, BackgroundTasks(), chunk=3)
+        sizes = {"a": 2, "b": 2, "c": 1, "d": 4}
+        futures = [
+            batcher.enqueue([(client, n) for n in range(size)]) for client, size in sizes.items()
+        ]
+        return calls, list(await asyncio.gather(*futures))
+
+    calls, results = asyncio.run(scenario())
+    assert calls == [["a", "a"], ["b", "b", "c"], ["d"] * 4]
+    assert results == [["a:0", "a:1"], ["b:0", "b:1"], ["c:0"], ["d:0", "d:1", "d:2", "d:3"]]

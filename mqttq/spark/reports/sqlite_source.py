@@ -25,8 +25,14 @@ if TYPE_CHECKING:
 
 ENTRIES: Final = """SELECT client_id, serial, packet_id,
     CASE WHEN pubrel THEN 'PUBREL' ELSE 'PUBLISH' END,
+    json_extract(body, '$.time'), length(CAST(body AS BLOB)), queue.expires_at
+FROM queue JOIN messages ON messages.id = queue.message_id"""
+"""Schema 5 on (message-once): the entry's body is a `messages` row, shared."""
+ENTRIES_V4: Final = """SELECT client_id, serial, packet_id,
+    CASE WHEN pubrel THEN 'PUBREL' ELSE 'PUBLISH' END,
     json_extract(message, '$.time'), length(CAST(message AS BLOB)), expires_at
 FROM queue"""
+"""Schema 4 and before (a file not yet opened by a newer broker): the JSON in the row."""
 TENANTS: Final = "SELECT client_id, tenant FROM sessions"
 
 
@@ -69,7 +75,9 @@ def read_sqlite(spark: SparkSession, path: Path, now_ms: int) -> tuple[DataFrame
 
     conn = _connect(path)
     try:
-        entries = [_entry(row, now_ms) for row in conn.execute(ENTRIES)]
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+        query = ENTRIES if "messages" in tables else ENTRIES_V4
+        entries = [_entry(row, now_ms) for row in conn.execute(query)]
         tenants = conn.execute(TENANTS).fetchall()
     except sqlite3.Error as exc:
         raise ReportError(f"cannot read the SQLite database {path}: {exc}") from exc
