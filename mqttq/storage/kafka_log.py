@@ -73,6 +73,8 @@ class KafkaMessageLog:
         self._producer: KafkaProducer | None = None
         self._consumer: KafkaConsumer | None = None
         self._pending: Offsets = {}
+        self._committing: Offsets = {}
+        """Offsets taken from `_pending` by a commit not yet made."""
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._retired: set[asyncio.Future[None]] = set()
@@ -103,7 +105,20 @@ class KafkaMessageLog:
             self.group_id,
             [self.topic],
             config={"session.timeout.ms": SESSION_TIMEOUT_MS},
+            on_revoke=self._revoked,
         )
+
+    def _revoked(self, partitions: set[TopicPartition]) -> Offsets:
+        """On the consumer's thread, in a rebalance: the done offsets of the partitions
+        going to another node, committed before they go (else it reads again what was
+        done since the last commit). Copies of the dicts the event loop updates: a dict
+        copy holds the GIL throughout."""
+        offsets: Offsets = {}
+        for source in (dict(self._committing), dict(self._pending)):
+            for part, offset in source.items():
+                if part in partitions and offset > offsets.get(part, -1):
+                    offsets[part] = offset
+        return offsets
 
     def append(self, tenant: str, message: Message) -> asyncio.Future[Any]:
         """Produce `message`; resolves once every in-sync replica has it."""
@@ -166,6 +181,7 @@ class KafkaMessageLog:
             consumer = self._consumer
             if self._pending and consumer is not None:
                 offsets, self._pending = self._pending, {}
+                self._committing = offsets
                 try:
                     await consumer.commit(offsets, wait=False)
                 except KafkaClientError as exc:
@@ -173,6 +189,8 @@ class KafkaMessageLog:
                     for part, offset in offsets.items():
                         self._pending.setdefault(part, offset)
                     self._wake.set()
+                finally:
+                    self._committing = {}
             await asyncio.sleep(COMMIT_INTERVAL)
 
     async def _lag_loop(self) -> None:
