@@ -8,19 +8,24 @@ nodes behind one SO_REUSEPORT port, where the kernel, not the benchmark, picks e
 client's node; separate ports let the benchmark choose. The load is `mqttq bench p2p`
 (62-byte payloads, MQTT 5, 100 in flight per publisher, one bench process) with
 `--node-ports`: pair i's publisher connects to node i % N, its subscriber to the same node
-(`--placement same`) or to the next one (`--placement cross`: every message crosses nodes
-through the receiving node's downlink topic). `--placement workers` runs the literal
-`mqttq serve --workers N` instead: one port, the kernel places each client, so with 2
-workers about half the pairs cross; CPU is summed over the workers' pids.
+(`--placement same`) or to the next one (`--placement cross`: the two ends of every pair
+are on different nodes; a message is routed by the node owning its publisher's `msg.all`
+partition, so about half of them go through the subscriber's node's downlink topic).
+`--placement workers` runs the literal `mqttq serve --workers N` instead: one port, the
+kernel places each client, so with 2 workers about half the pairs cross; CPU is summed
+over the workers' pids.
 
 Cores: nothing is pinned. The nodes, Kafka (one KRaft node from scripts/kafka-local.sh,
 fresh in a temporary directory, warmed up by an unmeasured run), Redis and the bench tool
 share every core of the machine; so the comparison that matters is CPU per delivered
 message, not msg/s. Broker CPU is the sum over the nodes of utime + stime from
 /proc/<pid>/stat just before and after the measured run; Kafka's is measured the same way.
+It is also split by kind of thread (/proc/<pid>/task: the event loop's, librdkafka's,
+the other Python threads). `--profile DIR` runs py-spy on every node for the warm-up and
+the measured run (folded stacks, DIR/<nodes><placement>-node<i>.txt).
 
     python benchmarks/cluster_p2p.py [--nodes 1,2] [--placement same|cross|workers] [--pairs 100]
-        [--duration 15] [--kafka-warmup 20] [--kafka BOOTSTRAP --redis URL] [--json]
+        [--duration 15] [--kafka-warmup 20] [--kafka BOOTSTRAP --redis URL] [--profile DIR] [--json]
 """
 
 from __future__ import annotations
