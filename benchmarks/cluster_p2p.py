@@ -8,19 +8,24 @@ nodes behind one SO_REUSEPORT port, where the kernel, not the benchmark, picks e
 client's node; separate ports let the benchmark choose. The load is `mqttq bench p2p`
 (62-byte payloads, MQTT 5, 100 in flight per publisher, one bench process) with
 `--node-ports`: pair i's publisher connects to node i % N, its subscriber to the same node
-(`--placement same`) or to the next one (`--placement cross`: every message crosses nodes
-through the receiving node's downlink topic). `--placement workers` runs the literal
-`mqttq serve --workers N` instead: one port, the kernel places each client, so with 2
-workers about half the pairs cross; CPU is summed over the workers' pids.
+(`--placement same`) or to the next one (`--placement cross`: the two ends of every pair
+are on different nodes; a message is routed by the node owning its publisher's `msg.all`
+partition, so about half of them go through the subscriber's node's downlink topic).
+`--placement workers` runs the literal `mqttq serve --workers N` instead: one port, the
+kernel places each client, so with 2 workers about half the pairs cross; CPU is summed
+over the workers' pids.
 
 Cores: nothing is pinned. The nodes, Kafka (one KRaft node from scripts/kafka-local.sh,
 fresh in a temporary directory, warmed up by an unmeasured run), Redis and the bench tool
 share every core of the machine; so the comparison that matters is CPU per delivered
 message, not msg/s. Broker CPU is the sum over the nodes of utime + stime from
 /proc/<pid>/stat just before and after the measured run; Kafka's is measured the same way.
+It is also split by kind of thread (/proc/<pid>/task: the event loop's, librdkafka's,
+the other Python threads). `--profile DIR` runs py-spy on every node for the warm-up and
+the measured run (folded stacks, DIR/<nodes><placement>-node<i>.txt).
 
     python benchmarks/cluster_p2p.py [--nodes 1,2] [--placement same|cross|workers] [--pairs 100]
-        [--duration 15] [--kafka-warmup 20] [--kafka BOOTSTRAP --redis URL] [--json]
+        [--duration 15] [--kafka-warmup 20] [--kafka BOOTSTRAP --redis URL] [--profile DIR] [--json]
 """
 
 from __future__ import annotations
@@ -103,6 +108,65 @@ def start_workers(workdir: Path, workers: int, config: str) -> tuple[BrokerProce
     raise RunFailed("mqttq serve --workers wrote no ready file within 60 s")
 
 
+def thread_cpu(pids: list[int]) -> dict[str, float]:
+    """CPU seconds so far of the nodes' threads, summed by kind of thread: `loop` (the
+    event loop's), `rdk` (librdkafka's own), `kafka-py` (mqttq's producer poll and consumer
+    threads), `other`."""
+    tick = os.sysconf("SC_CLK_TCK")
+    totals: dict[str, float] = {}
+    for pid in pids:
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            with contextlib.suppress(OSError):
+                name = (task / "comm").read_text().strip()
+                text = (task / "stat").read_text()
+                fields = text[text.rindex(")") + 2 :].split()
+                kind = (
+                    "loop"
+                    if task.name == str(pid)
+                    else "rdk"
+                    if name.startswith("rdk:")
+                    else "kafka-py"
+                    if name.startswith("mqttq-kafka")
+                    else "other"
+                )
+                totals[kind] = totals.get(kind, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return totals
+
+
+def start_profilers(
+    profile: Path | None, pids: list[int], label: str, timing: Timing
+) -> list[subprocess.Popen[bytes]]:
+    """py-spy on every node for the warm-up and the measured run (raw folded stacks)."""
+    if profile is None:
+        return []
+    profile.mkdir(parents=True, exist_ok=True)
+    spy = Path(sys.executable).with_name("py-spy")
+    seconds = str(int(timing.warmup + timing.duration))
+    return [
+        subprocess.Popen(
+            [
+                str(spy),
+                "record",
+                "--nonblocking",
+                "-r",
+                "250",
+                "-f",
+                "raw",
+                "-d",
+                seconds,
+                "-o",
+                str(profile / f"{label}-node{index}.txt"),
+                "-p",
+                str(pid),
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for index, pid in enumerate(pids)
+    ]
+
+
 def run_cluster(  # noqa: PLR0917 (one call per row)
     nodes: int,
     placement: str,
@@ -113,8 +177,10 @@ def run_cluster(  # noqa: PLR0917 (one call per row)
     redis_url: str,
     kafka_pid: int | None,
     prefix: str,
+    profile: Path | None = None,
 ) -> dict[str, Any]:
     started: list[BrokerProcess] = []
+    spies: list[subprocess.Popen[bytes]] = []
     if placement == "workers":
         supervisor, pids = start_workers(
             workdir, nodes, node_config(bootstrap, prefix, redis_url, "bench")
@@ -135,11 +201,17 @@ def run_cluster(  # noqa: PLR0917 (one call per row)
         argv[-1:-1] = ["--node-ports", ports, *(["--cross-nodes"] if placement == "cross" else [])]
     try:
         broker_cpu0 = sum(cpu_seconds(pid) for pid in pids)
+        threads0 = thread_cpu(pids)
         kafka_cpu0 = cpu_seconds(kafka_pid) if kafka_pid else 0.0
+        spies = start_profilers(profile, pids, f"{nodes}{placement}", timing)
         result = run_bench(argv, timing.warmup + timing.duration + 2 * timing.drain_timeout + 120)
         broker_cpu = sum(cpu_seconds(pid) for pid in pids) - broker_cpu0
+        threads = {k: v - threads0.get(k, 0.0) for k, v in thread_cpu(pids).items()}
         kafka_cpu = cpu_seconds(kafka_pid) - kafka_cpu0 if kafka_pid else 0.0
     finally:
+        for spy in spies:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                spy.wait(timeout=30)
         for node in started:
             node.stop()
     messages = result["messages"]
@@ -157,6 +229,10 @@ def run_cluster(  # noqa: PLR0917 (one call per row)
         "broker_cpu_s": broker_cpu,
         "broker_cpu_us_per_msg": broker_cpu / received * 1e6,
         "kafka_cpu_us_per_msg": kafka_cpu / received * 1e6 if kafka_pid else None,
+        "broker_cpu_us_per_msg_by_thread": {
+            name: round(seconds / received * 1e6, 1)
+            for name, seconds in sorted(threads.items(), key=lambda item: -item[1])
+        },
         "warnings": result.get("warnings", []),
         "command": " ".join(argv),
     }
@@ -209,6 +285,9 @@ def main() -> None:
         "--kafka", default="", help="bootstrap of a running Kafka (else own; its CPU unmeasured)"
     )
     parser.add_argument("--redis", default="", help="URL of a running Redis (else own)")
+    parser.add_argument(
+        "--profile", type=Path, default=None, help="directory for py-spy folded stacks per node"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     install_sigterm_handler()
@@ -253,12 +332,18 @@ def main() -> None:
                     redis_url,
                     kafka_pid,
                     prefix,
+                    args.profile,
                 )
             )
     if args.json:
         print(json.dumps(rows, indent=2))
     else:
         print(render(rows, args.pairs, args.duration))
+        for row in rows:
+            print(
+                f"\nbroker CPU µs/msg by thread ({row['nodes']} node(s)): "
+                f"{row['broker_cpu_us_per_msg_by_thread']}"
+            )
         for row in rows:
             print(f"\nbench command ({row['nodes']} node(s)): {row['command']}")
 

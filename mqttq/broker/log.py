@@ -86,9 +86,14 @@ class LogRouter:
             fan = hub.route_logged(tenant, message)
             if isinstance(fan, Fanout):
                 fans.append(fan)
-                future = fan.future()
-                if future is not None:
-                    futures.append(future)
+                # What fan.future() would gather, without a gather per message (the
+                # deliveries to other nodes of a batch share one future).
+                if fan.enqueue is not None:
+                    futures.append(fan.enqueue)
+                if fan.retained_write is not None:
+                    futures.append(fan.retained_write)
+                if fan.produced:
+                    futures.extend(fan.produced)
         await self._queue.put((fans, futures, batch.position))
 
     async def _complete_loop(self) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Final
 
 from mqttq.cluster.reading import (
+    LISTEN_CONFIG,
     READ_BATCH,
     READ_WAIT,
     partitions_of,
@@ -94,7 +95,7 @@ class CompactedTopic:
             f"{self.topic}.replica.{self.node_id}",
             [],
             assign={TopicPartition(self.topic, 0): OFFSET_BEGINNING},
-            config={"fetch.min.bytes": 1},
+            config=LISTEN_CONFIG,
         )
         marker = new_marker()
         self._reader.marker = marker

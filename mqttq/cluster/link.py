@@ -12,14 +12,16 @@ import asyncio
 import json
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any, Final, Protocol
 
 from mqttq.cluster.compacted import CompactedTopic
 from mqttq.cluster.reading import open_at_end, read_forever, stop_reading
 from mqttq.cluster.records import (
+    DOWNLINK_START,
     Downlinked,
     SessionInfo,
-    decode_downlink,
+    decode_downlinks,
     decode_retained,
     decode_session,
     decode_subscriptions,
@@ -53,6 +55,9 @@ DOWNLINK_BASIC: Final = "msg.downlink.basic"
 DOWNLINK_PERSISTED: Final = "msg.downlink.persisted"
 EVENT_PARTITIONS: Final = 6
 DOWNLINK_PARTITIONS: Final = 6
+DOWNLINK_RECORD_BYTES: Final = 256 * 1024
+"""A downlink record is sent once its deliveries reach this size (Kafka's default limit
+for one record is 1 MB)."""
 
 
 def downlink_topic(prefix: str, kind: str, node_id: str) -> str:
@@ -92,6 +97,7 @@ class ClusterLink:
         self.bootstrap_servers = bootstrap_servers
         self.prefix = topic_prefix
         self.node_id = node_id
+        self._key = node_id.encode()
         self.writer = uuid.uuid4().hex
         """This process's id in the records' `writer` header."""
         self.timeout = max(10.0, produce_timeout_ms / 1000)
@@ -107,6 +113,10 @@ class ClusterLink:
             downlink_topic(topic_prefix, "persisted", node_id),
         )
         self.undecodable = 0
+        self._outbox: dict[str, _Outgoing] = {}
+        """Downlink topic -> the deliveries to it not sent yet (sent at the end of the
+        event loop's current round)."""
+        self._downlink_topics: dict[tuple[str, bool], str] = {}
 
     def _compacted(self, name: str, apply: Any) -> CompactedTopic:
         assert self._producer is not None
@@ -172,6 +182,7 @@ class ClusterLink:
         handlers = self._handlers
         assert handlers is not None
         for record in records:
+            deliveries: list[Downlinked] = []
             try:
                 if record.topic == self.event_topic:
                     event = json.loads(record.value)
@@ -182,7 +193,7 @@ class ClusterLink:
                         bool(event.get("clean", False)),
                     )
                 else:
-                    handlers.on_downlink(decode_downlink(record.key, record.value, record.headers))
+                    deliveries = decode_downlinks(record.value)
             except (StorageError, ValueError, KeyError, TypeError) as exc:
                 self.undecodable += 1
                 logger.error(
@@ -192,6 +203,11 @@ class ClusterLink:
                     record.offset,
                     exc,
                 )
+            for delivery in deliveries:
+                try:
+                    handlers.on_downlink(delivery)
+                except Exception:  # one delivery's failure must not stop this reader
+                    logger.exception("delivery to %r failed", delivery.client_id)
 
     # ------------------------------------------------------------------ writing
 
@@ -227,13 +243,41 @@ class ClusterLink:
         entry: QueuedMessage | None = None,
     ) -> asyncio.Future[Delivered]:
         """A delivery for `client_id`, connected to `node_id`: on its basic downlink, or
-        with `entry` (queued in Redis) on its persisted one."""
-        assert self._producer is not None
-        kind = "basic" if entry is None else "persisted"
-        key, value, headers = encode_downlink(client_id, tenant, message, entry)
-        return self._producer.produce(
-            downlink_topic(self.prefix, kind, node_id), value, key, headers
-        )
+        with `entry` (queued in Redis) on its persisted one. The deliveries to one topic
+        made in one round of the event loop go as one record (keyed by this node, so they
+        stay in the order they were made); the future, shared by them, resolves once Kafka
+        has it."""
+        topic = self._downlink_topics.get((node_id, entry is None))
+        if topic is None:
+            topic = downlink_topic(self.prefix, "basic" if entry is None else "persisted", node_id)
+            self._downlink_topics[node_id, entry is None] = topic
+        encoded = encode_downlink(client_id, tenant, message, entry)
+        outgoing = self._outbox.get(topic)
+        if outgoing is None:
+            if not self._outbox:
+                asyncio.get_running_loop().call_soon(self._send_outbox)
+            outgoing = self._outbox[topic] = _Outgoing()
+        outgoing.parts.append(encoded)
+        outgoing.size += len(encoded)
+        if outgoing.size >= DOWNLINK_RECORD_BYTES:
+            del self._outbox[topic]
+            self._send(topic, outgoing)
+        return outgoing.future
+
+    def _send_outbox(self) -> None:
+        outbox, self._outbox = self._outbox, {}
+        for topic, outgoing in outbox.items():
+            self._send(topic, outgoing)
+
+    def _send(self, topic: str, outgoing: _Outgoing) -> None:
+        future = outgoing.future
+        producer = self._producer
+        if producer is None:  # closed meanwhile
+            future.set_exception(StorageError("cluster link closed"))
+            return
+        outgoing.parts[0] = DOWNLINK_START + outgoing.parts[0]
+        produced = producer.produce(topic, b"".join(outgoing.parts), self._key)
+        produced.add_done_callback(future_copier(future))
 
     def connect_event(
         self, client_id: str, request: str, clean_start: bool
@@ -252,6 +296,7 @@ class ClusterLink:
 
     async def close(self) -> None:
         """Stop reading, flush what was written. Idempotent."""
+        self._send_outbox()
         task, self._task = self._task, None
         consumer, self._consumer = self._consumer, None
         await stop_reading(task, consumer)
@@ -261,3 +306,32 @@ class ClusterLink:
         producer, self._producer = self._producer, None
         if producer is not None:
             await producer.close(self.timeout)
+
+
+class _Outgoing:
+    """Deliveries to one downlink topic, encoded, waiting to go as one record."""
+
+    __slots__ = ("future", "parts", "size")
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.future: asyncio.Future[Delivered] = asyncio.get_running_loop().create_future()
+
+
+def future_copier(
+    target: asyncio.Future[Delivered],
+) -> Callable[[asyncio.Future[Delivered]], None]:
+    """A done callback that settles `target` as the future it is called with settled."""
+
+    def copy(source: asyncio.Future[Delivered]) -> None:
+        if target.done():
+            return
+        if source.cancelled():
+            target.cancel()
+        elif (error := source.exception()) is not None:
+            target.set_exception(error)
+        else:
+            target.set_result(source.result())
+
+    return copy

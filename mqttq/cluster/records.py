@@ -8,31 +8,43 @@
   [...]}` (the subscription JSON of the SQLite session table).
 - `<prefix>msg.retained`: key = `["tenant", "topic"]` as JSON, value = the message in
   TBMQ's DevicePublishMsg JSON (storage.codec_json).
-- downlink records: key = the subscriber's client id (one subscriber's deliveries stay in
-  order), value = the payload, header `mqttq` = tenant, topic, QoS, ... as in msg.all
-  (storage.kafka_records), header `pub` = the publisher's client id, and on persisted
-  downlinks header `entry` = "<serial>:<packet id>" of the entry queued in Redis.
+- downlink records: key = the id of the node that routed the deliveries (one partition
+  per routing node: its deliveries to a node stay in the order it routed them), no
+  headers, value = one version byte (2), then the deliveries, each:
+
+      flags        1 byte: 1 when a queued entry follows the payload (persisted downlink)
+      lengths      2 bytes client id, 2 bytes publisher id, 4 bytes fields, 4 bytes payload
+      client id    UTF-8, the subscriber
+      publisher    UTF-8
+      fields       tenant, topic, QoS, ... as the `mqttq` header of msg.all holds them
+                   (storage.kafka_records.pack_fields)
+      payload
+      entry        8 bytes serial, 2 bytes packet id of the entry queued in Redis
+
+  A node sends the deliveries it routes to one node in the same moment as one record:
+  librdkafka's cost is per record and per header far more than per byte.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+import struct
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from mqttq.errors import StorageError
 from mqttq.model import Message, Subscription
 from mqttq.storage.codec_json import message_from_json, message_to_json
-from mqttq.storage.kafka_records import decode_message, encode_message
+from mqttq.storage.kafka_records import pack_fields, unpack_fields
 from mqttq.storage.ports import QueuedMessage
 from mqttq.storage.session_json import subscriptions_from_json, subscriptions_to_json
 
 __all__ = [
+    "DOWNLINK_START",
     "Downlinked",
     "SessionInfo",
-    "decode_downlink",
+    "decode_downlinks",
     "decode_retained",
     "decode_session",
     "decode_subscriptions",
@@ -44,10 +56,11 @@ __all__ = [
     "split_retained_key",
 ]
 
-PUBLISHER_HEADER: Final = "pub"
-ENTRY_HEADER: Final = "entry"
-
-Headers = Sequence[tuple[str, bytes | str | None]]
+DOWNLINK_START: Final = b"\x02"
+"""The first byte of a downlink record's value (its version)."""
+_DELIVERY: Final = struct.Struct(">BHHII")
+_ENTRY: Final = struct.Struct(">QH")
+_QUEUED: Final = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,9 +173,8 @@ def decode_retained(raw: bytes) -> Message:
     return message_from_json(raw).message
 
 
-@dataclass(frozen=True, slots=True)
-class Downlinked:
-    """A delivery read from a downlink topic."""
+class Downlinked(NamedTuple):
+    """A delivery read from a downlink topic (a tuple: one is built per delivery)."""
 
     client_id: str
     tenant: str
@@ -173,39 +185,59 @@ class Downlinked:
 
 def encode_downlink(
     client_id: str, tenant: str, message: Message, entry: QueuedMessage | None = None
-) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
-    """(key, value, headers) of a downlink record for `client_id`."""
+) -> bytes:
+    """One delivery for `client_id` as a downlink record holds it (after DOWNLINK_START)."""
     sids = message.subscription_identifiers
     if sids:  # they travel in the record's PUBLISH properties [MQTT-3.3.4-3]
         props = dataclasses.replace(message.properties, subscription_identifiers=list(sids))
         message = dataclasses.replace(message, properties=props)
-    _, value, headers = encode_message(tenant, message)
-    headers.append((PUBLISHER_HEADER, message.publisher_id.encode()))
-    if entry is not None:
-        headers.append((ENTRY_HEADER, f"{entry.serial}:{entry.packet_id}".encode()))
-    return client_id.encode(), value, headers
+    client = client_id.encode()
+    publisher = message.publisher_id.encode()
+    fields = pack_fields(tenant, message)
+    payload = message.payload
+    head = _DELIVERY.pack(
+        0 if entry is None else _QUEUED, len(client), len(publisher), len(fields), len(payload)
+    )
+    if entry is None:
+        return b"".join((head, client, publisher, fields, payload))
+    queued = _ENTRY.pack(entry.serial, entry.packet_id)
+    return b"".join((head, client, publisher, fields, payload, queued))
 
 
-def decode_downlink(key: bytes | None, value: bytes | None, headers: Headers) -> Downlinked:
-    """Raises StorageError for a record `encode_downlink` did not write."""
-    publisher = b""
-    entry_raw = None
-    for name, raw in headers:
-        data = raw.encode() if isinstance(raw, str) else (raw or b"")
-        if name == PUBLISHER_HEADER:
-            publisher = data
-        elif name == ENTRY_HEADER:
-            entry_raw = data
-    tenant, message = decode_message(publisher, value, headers)
-    props = message.properties
-    if props.subscription_identifiers:
-        message.subscription_identifiers = tuple(props.subscription_identifiers)
-        message.properties = dataclasses.replace(props, subscription_identifiers=[])
-    entry = None
-    if entry_raw is not None:
-        try:
-            serial, packet_id = (int(part) for part in entry_raw.split(b":"))
-        except ValueError as exc:
-            raise StorageError(f"downlink entry header {entry_raw!r} unreadable") from exc
-        entry = QueuedMessage(serial, packet_id, message)
-    return Downlinked((key or b"").decode(errors="replace"), tenant, message, entry)
+def decode_downlinks(value: bytes) -> list[Downlinked]:
+    """The deliveries of a downlink record; StorageError for a record `encode_downlink`
+    did not write (none of its deliveries is returned)."""
+    if value[:1] != DOWNLINK_START:
+        raise StorageError("downlink record of an unknown version")
+    deliveries: list[Downlinked] = []
+    offset = 1
+    size = len(value)
+    head = _DELIVERY.size
+    try:
+        while offset < size:
+            flags, client_n, publisher_n, fields_n, payload_n = _DELIVERY.unpack_from(value, offset)
+            offset += head
+            client = value[offset : offset + client_n].decode()
+            offset += client_n
+            publisher = value[offset : offset + publisher_n].decode(errors="replace")
+            offset += publisher_n
+            fields = value[offset : offset + fields_n]
+            offset += fields_n
+            payload = value[offset : offset + payload_n]
+            offset += payload_n
+            if offset > size:
+                raise ValueError("truncated")
+            tenant, message = unpack_fields(fields, payload, publisher)
+            props = message.properties
+            if props.subscription_identifiers:
+                message.subscription_identifiers = tuple(props.subscription_identifiers)
+                message.properties = dataclasses.replace(props, subscription_identifiers=[])
+            entry = None
+            if flags & _QUEUED:
+                serial, packet_id = _ENTRY.unpack_from(value, offset)
+                offset += _ENTRY.size
+                entry = QueuedMessage(serial, packet_id, message)
+            deliveries.append(Downlinked(client, tenant, message, entry))
+    except (ValueError, struct.error) as exc:  # UnicodeDecodeError is a ValueError
+        raise StorageError(f"downlink record unreadable: {exc}") from None
+    return deliveries

@@ -24,7 +24,7 @@ import concurrent.futures
 import functools
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple, cast
 
@@ -91,6 +91,7 @@ class Delivered:
 
 
 _LIBRDKAFKA_LOG: Final = logging.getLogger("mqttq.storage.librdkafka")
+_LOG: Final = logging.getLogger("mqttq.storage.kafka")
 
 
 def _common(bootstrap_servers: str, client_id: str) -> dict[str, Any]:
@@ -237,12 +238,15 @@ class KafkaConsumer:
         auto_offset_reset: str = "earliest",
         config: Mapping[str, Any] | None = None,
         assign: Iterable[TopicPartition] | Mapping[TopicPartition, int] | None = None,
+        on_revoke: Callable[[set[TopicPartition]], Mapping[TopicPartition, int]] | None = None,
     ) -> None:
         """With `assign`, the consumer reads those partitions without joining the group
         (no rebalance, so no wait for a dead member's session to time out); the group
         only keeps its committed offsets, where reading starts, unless `assign` maps each
         partition to the offset to start at (OFFSET_BEGINNING for the first record).
-        `topics` is then unused."""
+        `topics` is then unused. Without it, `on_revoke` (called on the consumer's
+        thread when a rebalance takes partitions away) returns offsets of theirs to
+        commit before they go: the member that gets them reads less again."""
         settings = _common(bootstrap_servers, client_id)
         settings.update(
             {
@@ -264,7 +268,10 @@ class KafkaConsumer:
             1, thread_name_prefix="mqttq-kafka-consumer"
         )
         self._consumer = confluent_kafka.Consumer(settings)
-        if assign is None:
+        self._on_revoke = on_revoke
+        if assign is None and on_revoke is not None:
+            self._consumer.subscribe(list(topics), on_revoke=self._revoked)
+        elif assign is None:
             self._consumer.subscribe(list(topics))
         else:
             self._consumer.assign(_native(assign))
@@ -329,6 +336,17 @@ class KafkaConsumer:
         except confluent_kafka.KafkaException as exc:
             self._commit_failures += 1
             raise KafkaClientError(f"kafka: offset commit failed: {exc}") from None
+
+    def _revoked(self, consumer: Any, partitions: list[Any]) -> None:  # on the consumer thread
+        assert self._on_revoke is not None
+        offsets = self._on_revoke({TopicPartition(p.topic, p.partition) for p in partitions})
+        if not offsets:
+            return
+        try:
+            consumer.commit(offsets=_native(offsets), asynchronous=False)
+        except confluent_kafka.KafkaException as exc:  # e.g. lost, not revoked: too late
+            self._commit_failures += 1
+            _LOG.warning("offsets of revoked partitions not committed: %s", exc)
 
     def _committed_cb(self, error: Any, _partitions: Any) -> None:  # on the consumer thread
         if error is not None:

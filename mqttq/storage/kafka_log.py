@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Any, Final
 
 from mqttq.errors import StorageError
@@ -45,6 +46,9 @@ READ_WAIT: Final = 0.1
 """Seconds one read waits for a first record (also bounds how long a commit waits)."""
 COMMIT_INTERVAL: Final = 0.05
 """Seconds between offset commits at most (each carries every batch done meanwhile)."""
+REVOKE_WAIT: Final = 5.0
+"""Seconds a rebalance waits at most for the records read from the partitions it takes
+away to be done (delivered, durable), before it commits their offsets."""
 LAG_INTERVAL: Final = 2.0
 """Seconds between consumer lag measurements."""
 
@@ -73,6 +77,12 @@ class KafkaMessageLog:
         self._producer: KafkaProducer | None = None
         self._consumer: KafkaConsumer | None = None
         self._pending: Offsets = {}
+        self._read_upto: Offsets = {}
+        """Per partition, the offset after the last record `read` returned."""
+        self._done_upto: Offsets = {}
+        """Per partition, the offset after the last record marked `done`."""
+        self._closing = False
+        """Set by `close`: leaving the group waits for nothing more to be done."""
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._retired: set[asyncio.Future[None]] = set()
@@ -103,7 +113,31 @@ class KafkaMessageLog:
             self.group_id,
             [self.topic],
             config={"session.timeout.ms": SESSION_TIMEOUT_MS},
+            on_revoke=self._revoked,
         )
+
+    def _revoked(self, partitions: set[TopicPartition]) -> Offsets:
+        """On the consumer's thread, in a rebalance: the offsets to commit for the
+        partitions going to another node. It first waits (REVOKE_WAIT at most) until the
+        event loop has done every record already read from them, so the new owner reads
+        nothing again. (Copies of dicts the event loop updates: a copy holds the GIL.)"""
+        deadline = time.monotonic() + (0.0 if self._closing else REVOKE_WAIT)
+        while True:
+            read, done = dict(self._read_upto), dict(self._done_upto)
+            behind = [p for p in partitions if done.get(p, -1) < read.get(p, -1)]
+            if not behind or time.monotonic() >= deadline:
+                break
+            time.sleep(0.005)
+        if behind:
+            logger.warning(
+                "rebalance: %d partitions given away before their records were done "
+                "(read again by their next owner)",
+                len(behind),
+            )
+        for part in partitions:  # a later owner moves them on: no stale offsets kept
+            self._read_upto.pop(part, None)
+            self._done_upto.pop(part, None)
+        return {p: done[p] for p in partitions if p in done}
 
     def append(self, tenant: str, message: Message) -> asyncio.Future[Any]:
         """Produce `message`; resolves once every in-sync replica has it."""
@@ -149,12 +183,14 @@ class KafkaMessageLog:
                     record.offset,
                     exc,
                 )
+        self._read_upto.update(position)
         return LogBatch(messages, position)
 
     def done(self, position: object) -> None:
         """Commit the batch ending at `position` soon (merged with later ones)."""
         assert isinstance(position, dict)
         self._pending.update(position)
+        self._done_upto.update(position)
         self._wake.set()
 
     async def _commit_loop(self) -> None:
@@ -202,6 +238,7 @@ class KafkaMessageLog:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self._tasks = []
+        self._closing = True
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             if self._pending:

@@ -35,7 +35,7 @@ from mqttq.codec.properties import (
 from mqttq.errors import MqttqError, StorageError
 from mqttq.model import Message
 
-__all__ = ["HEADER", "decode_message", "encode_message"]
+__all__ = ["HEADER", "decode_message", "encode_message", "pack_fields", "unpack_fields"]
 
 HEADER: Final = "mqttq"
 """The name of the header holding everything but the payload and the publisher."""
@@ -48,11 +48,17 @@ _NO_EXPIRY: Final = math.nan
 
 def encode_message(tenant: str, message: Message) -> tuple[bytes, bytes, list[tuple[str, bytes]]]:
     """`(key, value, headers)` of the record carrying `message` of `tenant`."""
+    return message.publisher_id.encode(), message.payload, [(HEADER, pack_fields(tenant, message))]
+
+
+def pack_fields(tenant: str, message: Message) -> bytes:
+    """Everything of `message` of `tenant` but the payload and the publisher, as the
+    `mqttq` header holds it (the module docstring)."""
     tenant_raw = tenant.encode()
     topic_raw = message.topic.encode()
     expires = message.expires_at
     props = message.properties
-    packed = b"".join(
+    return b"".join(
         (
             _FIXED.pack(
                 VERSION,
@@ -68,7 +74,6 @@ def encode_message(tenant: str, message: Message) -> tuple[bytes, bytes, list[tu
             encode_properties(props, PacketType.PUBLISH) if _has_any(props) else b"",
         )
     )
-    return message.publisher_id.encode(), message.payload, [(HEADER, packed)]
 
 
 def _has_any(props: Properties) -> bool:
@@ -95,6 +100,12 @@ def decode_message(
             packed = raw.encode() if isinstance(raw, str) else raw
     if not packed:
         raise StorageError(f"Kafka record without the {HEADER!r} header")
+    return unpack_fields(packed, value or b"", (key or b"").decode(errors="replace"))
+
+
+def unpack_fields(packed: bytes, payload: bytes, publisher: str) -> tuple[str, Message]:
+    """`(tenant, message)` from what `pack_fields` wrote, the payload and the publisher;
+    StorageError naming what is wrong otherwise."""
     try:
         version, qos, retain, created, expires, tenant_length = _FIXED.unpack_from(packed)
         if version != VERSION or qos > 2 or retain > 1:
@@ -116,12 +127,12 @@ def decode_message(
         raise StorageError(f"Kafka record not readable as a message: {exc}") from None
     message = Message(
         topic,
-        value or b"",
+        payload,
         qos,
         bool(retain),
         props,
         created,
         None if math.isnan(expires) else expires,
-        (key or b"").decode(errors="replace"),
+        publisher,
     )
     return tenant, message

@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from mqttq.cluster.records import (
+    DOWNLINK_START,
     SessionInfo,
-    decode_downlink,
+    decode_downlinks,
     decode_retained,
     decode_session,
     decode_subscriptions,
@@ -60,9 +61,14 @@ def test_retained_key_and_value_round_trip() -> None:
 def test_downlink_records_carry_subscriber_publisher_entry_and_ids() -> None:
     message = Message("t/1", b"hi", 2, False, Properties(), 5.0, 99.0, "pub-1", (3, 9))
     entry = QueuedMessage(65537, 2, message)
-    key, value, headers = encode_downlink("sub-1", "acme", message, entry)
-    assert key == b"sub-1"
-    got = decode_downlink(key, value, headers)
+    plain = Message("t/2", b"", 1, True, Properties(content_type="x"), 6.0, None, "p\u00e9")
+    value = DOWNLINK_START + b"".join(
+        (
+            encode_downlink("sub-1", "acme", message, entry),
+            encode_downlink("sub-2", "default", plain),
+        )
+    )
+    got, basic = decode_downlinks(value)
     assert (got.client_id, got.tenant) == ("sub-1", "acme")
     assert (got.message.topic, got.message.payload, got.message.qos) == ("t/1", b"hi", 2)
     assert got.message.publisher_id == "pub-1"
@@ -71,8 +77,13 @@ def test_downlink_records_carry_subscriber_publisher_entry_and_ids() -> None:
     assert got.message.expires_at == 99.0
     assert got.entry is not None
     assert (got.entry.serial, got.entry.packet_id) == (65537, 2)
-    basic = decode_downlink(*encode_downlink("sub-2", "default", message))
-    assert basic.entry is None
+    assert (basic.client_id, basic.tenant, basic.entry) == ("sub-2", "default", None)
+    assert (basic.message.topic, basic.message.payload, basic.message.retain) == ("t/2", b"", True)
+    assert (basic.message.publisher_id, basic.message.properties.content_type) == ("p\u00e9", "x")
+    assert basic.message.expires_at is None
+    for damaged in (value[:-1], b"\x01" + value[1:], value[:20]):
+        with pytest.raises(StorageError):
+            decode_downlinks(damaged)
 
 
 def test_a_process_skips_its_own_writes_and_markers_but_not_its_past_lives() -> None:
