@@ -14,6 +14,7 @@ from mqttq.model import AppContext, PendingKind, Unacked
 from mqttq.storage.app_context import AppContextStore, SqliteAppContextStore
 from mqttq.storage.app_context_pg import PostgresAppContextStore
 from mqttq.storage.sqlite import SqliteStorage
+from mqttq.storage.sqlite_schema import SCHEMA_VERSION
 
 Factory = Callable[[], AppContextStore]
 
@@ -79,8 +80,8 @@ def test_survives_reopening(make_store: Factory) -> None:
 
 
 def test_sqlite_shares_the_embedded_file(tmp_path: Path) -> None:
-    """The table lives in the broker's own data file (schema version 4), next to the
-    sessions the SqliteStorage keeps there."""
+    """The table lives in the broker's own data file (at the storage's schema version),
+    next to the sessions the SqliteStorage keeps there."""
     path = tmp_path / "mqttq.sqlite3"
 
     async def both() -> None:
@@ -94,7 +95,7 @@ def test_sqlite_shares_the_embedded_file(tmp_path: Path) -> None:
 
     asyncio.run(both())
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(4,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(SCHEMA_VERSION,)]
         assert conn.execute("SELECT client_id FROM application_session_ctx").fetchall() == [
             (CTX.client_id,)
         ]
