@@ -203,6 +203,7 @@ class ClusterNode:
             session.space.name,
             session.disconnected_at,
             self._order.request_of(client_id) or self._reaped.get(client_id, ""),
+            session.will,
         )
         self.directory[client_id] = info
         self._tenant_of_subscriptions.pop(client_id, None)

@@ -453,13 +453,24 @@ class Lifecycle:
         now = time.time()
         found = cluster.orphans(gone)
         for orphan in found:
-            if orphan.client_id in self.hub.sessions:
+            client_id = orphan.client_id
+            if client_id in self.hub.sessions:
                 continue  # here already (a CONNECT in progress): this node's as usual
+            will = orphan.info.will
             session = cluster.take_orphan(orphan)
             if session is None:
+                if will is not None:  # the connection died with its node [MQTT-3.1.2-8]
+                    self.wills.connection_closed(client_id, will, 0, orphan.info.tenant)
                 continue
-            logger.info("session %r of a gone node is offline", orphan.client_id)
-            remaining = session.expiry_interval - (now - orphan.disconnected_at)
+            logger.info("session %r of a gone node is offline", client_id)
+            since = now - orphan.disconnected_at
+            remaining = session.expiry_interval - since
+            if will is not None:
+                # Due after its delay (capped by the session's expiry), counted from the
+                # disconnect; published at once if the session expires first.
+                session.will = will
+                delay = min(will.properties.will_delay_interval or 0, session.expiry_interval)
+                self.wills.connection_closed(client_id, will, delay - since, session.space.name)
             if remaining <= 0:
                 self._expire(session)
             else:

@@ -2,8 +2,11 @@
 
 - `<prefix>client.session`: key = client id, value = `SessionInfo` as JSON: the node the
   client is connected to (null while disconnected), the node it was last connected to,
-  protocol level, session expiry interval, client type, tenant, disconnect time, and the
-  request id of the connect event of the connection it describes (its epoch).
+  protocol level, session expiry interval, client type, tenant, disconnect time, the
+  request id of the connect event of the connection it describes (its epoch), and the
+  session's will (of the connection while connected, or still due after an abnormal
+  disconnect; the SQLite session table's will JSON), so that the node cleaning up after
+  a dead node publishes it.
 - `<prefix>client.subscriptions`: key = client id, value = `{"tenant": ..., "subscriptions":
   [...]}` (the subscription JSON of the SQLite session table).
 - `<prefix>msg.retained`: key = `["tenant", "topic"]` as JSON, value = the message in
@@ -33,12 +36,18 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
+from mqttq.codec.packets import Will
 from mqttq.errors import StorageError
 from mqttq.model import Message, Subscription
 from mqttq.storage.codec_json import message_from_json, message_to_json
 from mqttq.storage.kafka_records import pack_fields, unpack_fields
 from mqttq.storage.ports import QueuedMessage
-from mqttq.storage.session_json import subscriptions_from_json, subscriptions_to_json
+from mqttq.storage.session_json import (
+    subscriptions_from_json,
+    subscriptions_to_json,
+    will_from_json,
+    will_to_json,
+)
 
 __all__ = [
     "DOWNLINK_START",
@@ -81,6 +90,9 @@ class SessionInfo:
     """Request id of the connect event of the connection this record describes ("":
     unknown, e.g. a session restored at start): a node that has read a later connect
     event of the client knows the record's location is out of date."""
+    will: Will | None = None
+    """The will of the connection while connected, or the one still due after an
+    abnormal disconnect (`Session.will`)."""
 
     @property
     def persistent(self) -> bool:
@@ -98,6 +110,7 @@ def encode_session(info: SessionInfo) -> bytes:
             "tenant": info.tenant,
             "disconnectedAt": info.disconnected_at,
             "epoch": info.epoch,
+            "will": None if info.will is None else will_to_json(info.will, ""),
         },
         separators=(",", ":"),
     ).encode()
@@ -119,6 +132,7 @@ def decode_session(raw: bytes) -> SessionInfo:
     try:
         node = obj["node"]
         disconnected_at = obj.get("disconnectedAt")
+        will = obj.get("will")
         info = SessionInfo(
             None if node is None else str(node),
             str(obj["lastNode"]),
@@ -128,6 +142,7 @@ def decode_session(raw: bytes) -> SessionInfo:
             str(obj["tenant"]),
             None if disconnected_at is None else float(disconnected_at),
             str(obj.get("epoch") or ""),
+            None if will is None else will_from_json(str(will)),
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise StorageError(f"session record lacks a field: {exc}") from None

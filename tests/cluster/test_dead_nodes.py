@@ -22,7 +22,7 @@ from tests.conftest import BrokerProcess
 from tests.integration.helpers import Clients
 from tests.integration.raw_client import RawClient
 from tests.integration.waiting import wait_for
-from tests.integration.wire import Prop
+from tests.integration.wire import Prop, Will
 from tests.kafka_service import KafkaServer
 
 pytestmark = [pytest.mark.mqttq_only, pytest.mark.slow]
@@ -63,11 +63,12 @@ def session_record(bootstrap: str, prefix: str, client_id: str) -> SessionInfo |
 def test_non_persistent_session_of_a_killed_node_is_removed(
     nodes: Nodes, kafka: KafkaServer, kafka_prefix: str, clients: Clients
 ) -> None:
-    """A non-persistent subscriber on node 2; node 2 is killed: its session and
-    subscriptions records are deleted (tombstones), so no node routes to it any more,
-    while the subscriber on node 3 keeps its own."""
+    """A non-persistent subscriber on node 2, with a will; node 2 is killed: its will is
+    published by the node cleaning up, its session and subscriptions records are deleted
+    (tombstones), so no node routes to it any more, while the subscriber on node 3 keeps
+    its own."""
     one, two, three = nodes(3, heartbeat_ms=HEARTBEAT_MS)
-    doomed = clients.connected(two, "doomed", level=5)
+    doomed = clients.connected(two, "doomed", level=5, will=Will("a/will", b"doomed-gone"))
     alive = clients.connected(three, "alive", level=5)
     for subscriber in (doomed, alive):
         assert subscriber.subscribe(("a/#", 1)).reason_codes == (1,)
@@ -88,7 +89,8 @@ def test_non_persistent_session_of_a_killed_node_is_removed(
     info = session_record(kafka.bootstrap, kafka_prefix, "alive")
     assert info is not None and info.node == "node-3"
     publish_acked(publisher, "a/x", [b"after"])
-    assert payloads(alive, 1) == [b"after"]
+    # Two publishers, two msg.all partitions: the will and "after" in either order.
+    assert sorted(payloads(alive, 2)) == [b"after", b"doomed-gone"]
 
 
 def _device_on_killed_node(
@@ -96,13 +98,15 @@ def _device_on_killed_node(
     clients: Clients,
     props: list[tuple[Prop, int]],
     topic: str,
+    *,
     before_kill: Callable[[RawClient], None] = lambda _publisher: None,
+    will: Will | None = None,
 ) -> tuple[BrokerProcess, RawClient]:
     """Three nodes; persistent DEVICE client `dev` subscribed to `<topic>/#` (QoS 1) on
     node 2, which is then killed (after `before_kill(publisher)`). Returns node 3 and a
     publisher connected to node 1."""
     one, two, three = nodes(3, heartbeat_ms=HEARTBEAT_MS)
-    device = clients.connected(two, "dev", level=5, clean=False, props=props)
+    device = clients.connected(two, "dev", level=5, clean=False, props=props, will=will)
     assert device.subscribe((f"{topic}/#", 1)).reason_codes == (1,)
     publisher = clients.connected(one, "pub", level=5)
     wait_routed(publisher, topic, device)
@@ -117,11 +121,14 @@ def test_persistent_session_of_a_killed_node_expires_with_its_queue(
     """A persistent DEVICE session (expiry 2 s) on node 2 with a message delivered to it
     and not acknowledged (queued in Redis); node 2 is killed: the session expires 2 s
     after its last heartbeat, its Redis queue and records are deleted, and the client
-    reconnecting finds no session."""
+    reconnecting finds no session. Its will (delay 1 s) is published by node 1."""
     props = [(Prop.SESSION_EXPIRY_INTERVAL, 2)]
     store = redis.Redis.from_url(redis_url)
+    will = Will("w/dev", b"dev-gone", props=[(Prop.WILL_DELAY_INTERVAL, 1)])
 
     def queue_one(publisher: RawClient) -> None:
+        assert publisher.subscribe(("w/#", 0)).reason_codes == (0,)
+        wait_routed(publisher, "w", publisher)
         # Delivered, never acknowledged: the entry stays in Redis.
         publish_acked(publisher, "b/x", [b"queued"])
         wait_for(
@@ -130,7 +137,10 @@ def test_persistent_session_of_a_killed_node_expires_with_its_queue(
             what="the message queued in Redis",
         )
 
-    three, _ = _device_on_killed_node(nodes, clients, props, "b", before_kill=queue_one)
+    three, publisher = _device_on_killed_node(
+        nodes, clients, props, "b", before_kill=queue_one, will=will
+    )
+    assert payloads(publisher, 1) == [b"dev-gone"]
     wait_for(
         lambda: not store.keys("{dev}*"),
         timeout=DEADLINE,

@@ -20,6 +20,7 @@ from mqttq.cluster.records import (
     split_retained_key,
 )
 from mqttq.cluster.replica import ReplicaReader, new_marker, record_headers
+from mqttq.codec.packets import Will
 from mqttq.codec.properties import Properties
 from mqttq.errors import StorageError
 from mqttq.model import Message, Subscription
@@ -31,6 +32,10 @@ def test_session_info_round_trips() -> None:
     assert decode_session(encode_session(info)) == info
     offline = SessionInfo(None, "node-1", 4, 0, "APPLICATION", "default", 1700000000.5)
     assert decode_session(encode_session(offline)) == offline
+    props = Properties(will_delay_interval=30, content_type="text/plain")
+    will = Will("w/gone", b"\x00bye\xff", 1, True, props)
+    willing = SessionInfo("node-3", "node-3", 5, 60, "DEVICE", "acme", None, "r-2", will)
+    assert decode_session(encode_session(willing)) == willing
 
 
 @pytest.mark.parametrize("raw", [b"", b"[]", b'{"node": null}', b"not json"])
