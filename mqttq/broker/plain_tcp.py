@@ -78,13 +78,15 @@ class SocketTransport:
     def start(self) -> None:
         """Start reading, then tell the protocol (which may pause reading or abort)."""
         self._state |= _READING
-        self._loop.add_reader(self.fd, self._read_ready)
+        self._loop.add_reader(self.fd, self)
         assert self._protocol is not None
         self._protocol.connection_made(cast(asyncio.BaseTransport, self))
 
     # ------------------------------------------------------------------ reading
 
-    def _read_ready(self) -> None:
+    def __call__(self) -> None:
+        """The descriptor is readable (the transport itself is the loop's reader
+        callback: an idle connection keeps no bound method)."""
         try:
             size = os.readv(self.fd, _read_into)
         except (BlockingIOError, InterruptedError):
@@ -109,7 +111,7 @@ class SocketTransport:
     def resume_reading(self) -> None:
         if not self._state & (_CLOSING | _READING):
             self._state |= _READING
-            self._loop.add_reader(self.fd, self._read_ready)
+            self._loop.add_reader(self.fd, self)
 
     def is_reading(self) -> bool:
         return bool(self._state & _READING)
