@@ -97,11 +97,24 @@ class SocketTransport:
         protocol = self._protocol
         if protocol is None:
             return
-        if size:
-            protocol.data_received(bytes(_read_view[:size]))
+        try:
+            if size:
+                protocol.data_received(bytes(_read_view[:size]))
+                return
+            self._stop_reading()  # end of stream
+            keep_open = protocol.eof_received()
+        except Exception as error:  # a bug above: like asyncio, report it and close
+            self._loop.call_exception_handler(
+                {
+                    "message": "protocol failed on received data",
+                    "exception": error,
+                    "transport": self,
+                    "protocol": protocol,
+                }
+            )
+            self._lose(error)
             return
-        self._stop_reading()  # end of stream
-        if not protocol.eof_received():
+        if not keep_open:
             self.close()
 
     def pause_reading(self) -> None:

@@ -59,7 +59,9 @@ def run(loop_name: str, main: Callable[[], Coroutine[Any, Any, None]]) -> None:
         loop.close()
 
 
-def connected_pair() -> tuple[Recorder, SocketTransport, socket.socket]:
+def connected_pair(
+    protocol_class: type[Recorder] = Recorder,
+) -> tuple[Recorder, SocketTransport, socket.socket]:
     with socket.create_server(("127.0.0.1", 0)) as listening:
         peer = socket.socket()
         peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)  # the kernel
@@ -67,7 +69,7 @@ def connected_pair() -> tuple[Recorder, SocketTransport, socket.socket]:
         ours, _ = listening.accept()
         ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
     ours.setblocking(False)
-    protocol = Recorder()
+    protocol = protocol_class()
     transport = SocketTransport(asyncio.get_running_loop(), ours.detach(), protocol)
     transport.start()
     return protocol, transport, peer
@@ -147,5 +149,25 @@ def test_the_server_accepts_echoes_and_stops_accepting_on_close(loop_name: str) 
         server.close()
         with pytest.raises(OSError):
             await asyncio.open_connection("127.0.0.1", port)
+
+    run(loop_name, main)
+
+
+class Broken(Recorder):
+    def data_received(self, data: bytes) -> None:
+        raise ValueError(data)
+
+
+@pytest.mark.parametrize("loop_name", LOOPS)
+def test_a_protocol_failing_on_data_is_reported_and_its_connection_closed(loop_name: str) -> None:
+    async def main() -> None:
+        reported: list[dict[str, Any]] = []
+        asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: reported.append(ctx))
+        protocol, _transport, peer = connected_pair(Broken)
+        with peer:
+            peer.send(b"boom")
+            error = await protocol.lost
+        assert isinstance(error, ValueError)
+        assert [ctx["exception"] for ctx in reported] == [error]
 
     run(loop_name, main)
