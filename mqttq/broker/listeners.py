@@ -1,4 +1,8 @@
-"""TCP listeners: bind, and hand every accepted connection to a fresh Client protocol."""
+"""TCP listeners: bind, and hand every accepted connection to a fresh Client protocol.
+
+`start_tcp_listener` serves TLS and WebSocket with asyncio's transports; plain MQTT over
+TCP goes through `plain_tcp.start_socket_listener` (no transport object per connection).
+"""
 
 from __future__ import annotations
 
