@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 
 from mqttq.broker.client import Client
 from mqttq.broker.lifecycle import Lifecycle
-from mqttq.broker.listeners import TCP, ListenerKind, bound_port, start_tcp_listener
+from mqttq.broker.listeners import (
+    BACKLOG,
+    TCP,
+    ListenerKind,
+    Listening,
+    bound_port,
+    start_tcp_listener,
+)
+from mqttq.broker.plain_tcp import start_socket_listener
 from mqttq.broker.tls import CertificateHolder
 from mqttq.broker.websocket import WebSocketConnection
 from mqttq.config import ListenerSettings
@@ -32,7 +40,7 @@ class Endpoints:
     """The bound listeners: servers and ports by name, and the certificate holders that
     SIGHUP reloads."""
 
-    servers: dict[str, asyncio.Server] = field(default_factory=dict)
+    servers: dict[str, Listening] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
     certificates: list[CertificateHolder] = field(default_factory=list)
 
@@ -88,15 +96,21 @@ async def open_endpoints(
         found.certificates.append(wss)
     try:
         for name, port, factory, holder in plan:
-            server = await start_tcp_listener(
-                loop,
-                factory,
-                host,
-                port,
-                ssl=None if holder is None else holder.context,
-                ssl_handshake_timeout=handshake_timeout if holder is not None else None,
-                reuse_port=listener.reuse_port,
-            )
+            server: Listening
+            if name == "tcp":  # plain MQTT: no transport object per connection
+                server = await start_socket_listener(
+                    loop, factory, host, port, backlog=BACKLOG, reuse_port=listener.reuse_port
+                )
+            else:
+                server = await start_tcp_listener(
+                    loop,
+                    factory,
+                    host,
+                    port,
+                    ssl=None if holder is None else holder.context,
+                    ssl_handshake_timeout=handshake_timeout if holder is not None else None,
+                    reuse_port=listener.reuse_port,
+                )
             found.servers[name] = server
             found.ports[name] = bound_port(server)
     except BaseException:

@@ -1,14 +1,19 @@
-"""TCP listeners: bind, and hand every accepted connection to a fresh Client protocol."""
+"""TCP listeners: bind, and hand every accepted connection to a fresh Client protocol.
+
+`start_tcp_listener` serves TLS and WebSocket with asyncio's transports; plain MQTT over
+TCP goes through `plain_tcp.start_socket_listener` (no transport object per connection).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from ssl import SSLContext
+from typing import Protocol
 
-__all__ = ["TCP", "ListenerKind", "bound_port", "start_tcp_listener"]
+__all__ = ["BACKLOG", "TCP", "ListenerKind", "Listening", "bound_port", "start_tcp_listener"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +26,16 @@ class ListenerKind:
 
 
 TCP = ListenerKind("tcp")
+
+
+class Listening(Protocol):
+    """A bound listener: an `asyncio.Server` or a `plain_tcp.SocketServer`."""
+
+    @property
+    def sockets(self) -> Sequence[socket.socket]: ...
+
+    def close(self) -> None: ...
+
 
 BACKLOG = 1024
 """Pending connections the kernel queues for us (bursts of reconnecting devices)."""
@@ -63,7 +78,7 @@ async def start_tcp_listener(
     return server
 
 
-def bound_port(server: asyncio.Server) -> int:
+def bound_port(server: Listening) -> int:
     """The port the first socket of `server` is bound to."""
     for sock in server.sockets:
         return int(sock.getsockname()[1])

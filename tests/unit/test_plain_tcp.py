@@ -1,0 +1,173 @@
+"""SocketTransport and SocketServer on real sockets, on uvloop and on asyncio's loop:
+partial writes are buffered with the protocol's flow control, EOF and resets reach
+the protocol, a graceful write_eof sends everything first."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import struct
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import pytest
+import uvloop
+
+from mqttq.broker.plain_tcp import SocketTransport, start_socket_listener
+
+LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
+    "uvloop": uvloop.new_event_loop,
+    "asyncio": asyncio.new_event_loop,
+}
+
+
+class Recorder(asyncio.Protocol):
+    """Records what the transport tells it."""
+
+    def __init__(self) -> None:
+        self.transport: Any = None
+        self.data = bytearray()
+        self.events: list[str] = []
+        self.lost: asyncio.Future[Exception | None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.data += data
+
+    def eof_received(self) -> bool | None:
+        self.events.append("eof")
+        return None
+
+    def pause_writing(self) -> None:
+        self.events.append("pause")
+
+    def resume_writing(self) -> None:
+        self.events.append("resume")
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.events.append("lost")
+        self.lost.set_result(exc)
+
+
+def run(loop_name: str, main: Callable[[], Coroutine[Any, Any, None]]) -> None:
+    loop = LOOPS[loop_name]()
+    try:
+        loop.run_until_complete(asyncio.wait_for(main(), 30))
+    finally:
+        loop.close()
+
+
+def connected_pair(
+    protocol_class: type[Recorder] = Recorder,
+) -> tuple[Recorder, SocketTransport, socket.socket]:
+    with socket.create_server(("127.0.0.1", 0)) as listening:
+        peer = socket.socket()
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)  # the kernel
+        peer.connect(listening.getsockname())  # then takes far less than 2 MiB at once
+        ours, _ = listening.accept()
+        ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 64 * 1024)
+    ours.setblocking(False)
+    protocol = protocol_class()
+    transport = SocketTransport(asyncio.get_running_loop(), ours.detach(), protocol)
+    transport.start()
+    return protocol, transport, peer
+
+
+async def read_until_eof(peer: socket.socket) -> bytes:
+    loop = asyncio.get_running_loop()
+    peer.setblocking(False)
+    received = bytearray()
+    while chunk := await loop.sock_recv(peer, 65536):
+        received += chunk
+    return bytes(received)
+
+
+@pytest.mark.parametrize("loop_name", LOOPS)
+def test_a_slow_reader_pauses_writing_and_gets_every_byte_before_the_fin(loop_name: str) -> None:
+    async def main() -> None:
+        protocol, transport, peer = connected_pair()
+        transport.set_write_buffer_limits(64 * 1024, 16 * 1024)
+        payload = bytes(range(256)) * 8192  # 2 MiB: more than the kernel takes at once
+        transport.write(payload[: len(payload) // 2])
+        transport.write(payload[len(payload) // 2 :])
+        assert protocol.events == ["pause"]
+        assert transport.get_write_buffer_size() > 64 * 1024
+        transport.write_eof()
+        try:
+            assert await read_until_eof(peer) == payload
+        finally:
+            peer.close()
+        assert protocol.events == ["pause", "resume"]
+        assert transport.get_write_buffer_size() == 0
+        assert await protocol.lost is None
+        assert protocol.events == ["pause", "resume", "eof", "lost"]
+
+    run(loop_name, main)
+
+
+@pytest.mark.parametrize("loop_name", LOOPS)
+def test_a_reset_reaches_the_protocol_and_close_drains_first(loop_name: str) -> None:
+    async def main() -> None:
+        protocol, transport, peer = connected_pair()
+        assert transport.get_extra_info("sockname") == peer.getpeername()
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        peer.close()  # with SO_LINGER 0: a reset, not a FIN
+        assert isinstance(await protocol.lost, ConnectionResetError)
+        assert protocol.events == ["lost"]
+        transport.close()  # after the loss: no second connection_lost
+        await asyncio.sleep(0)
+        assert protocol.events.count("lost") == 1
+
+    run(loop_name, main)
+
+
+@pytest.mark.parametrize("loop_name", LOOPS)
+def test_the_server_accepts_echoes_and_stops_accepting_on_close(loop_name: str) -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        made: list[Recorder] = []
+
+        def factory() -> Recorder:
+            made.append(Recorder())
+            return made[-1]
+
+        server = await start_socket_listener(loop, factory, "127.0.0.1", 0, backlog=16)
+        port = server.sockets[0].getsockname()[1]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"hello")
+        await writer.drain()
+        while not made or made[0].data != b"hello":
+            await asyncio.sleep(0.01)
+        assert made[0].transport.get_extra_info("peername") == writer.get_extra_info("sockname")
+        made[0].transport.write(b"back")
+        made[0].transport.close()
+        assert await reader.read() == b"back"
+        assert await made[0].lost is None
+        writer.close()
+        server.close()
+        with pytest.raises(OSError):
+            await asyncio.open_connection("127.0.0.1", port)
+
+    run(loop_name, main)
+
+
+class Broken(Recorder):
+    def data_received(self, data: bytes) -> None:
+        raise ValueError(data)
+
+
+@pytest.mark.parametrize("loop_name", LOOPS)
+def test_a_protocol_failing_on_data_is_reported_and_its_connection_closed(loop_name: str) -> None:
+    async def main() -> None:
+        reported: list[dict[str, Any]] = []
+        asyncio.get_running_loop().set_exception_handler(lambda _loop, ctx: reported.append(ctx))
+        protocol, _transport, peer = connected_pair(Broken)
+        with peer:
+            peer.send(b"boom")
+            error = await protocol.lost
+        assert isinstance(error, ValueError)
+        assert [ctx["exception"] for ctx in reported] == [error]
+
+    run(loop_name, main)
