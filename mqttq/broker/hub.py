@@ -36,7 +36,7 @@ from mqttq.routing.topics import (
     validate_topic_filter,
 )
 from mqttq.storage.log_ports import MessageLog
-from mqttq.storage.ports import QueuedMessage, SessionRecord, Storage
+from mqttq.storage.ports import ChunkedQueueStore, QueuedMessage, SessionRecord, Storage
 
 if TYPE_CHECKING:
     from mqttq.broker.app_log import AppLog
@@ -100,8 +100,7 @@ class Hub:
         self.sessions: dict[str, Session] = {}
         self.stats = BrokerStats()
         self.tasks = BackgroundTasks(self.stats.storage_latency)
-        # A store that commits each call on its own says how many items a call should hold.
-        chunk = getattr(storage, "enqueue_chunk", None)
+        chunk = storage.enqueue_chunk if isinstance(storage, ChunkedQueueStore) else None
         self._batcher = EnqueueBatcher(storage.enqueue, self.tasks, chunk)
         self._removals = RemoveBatcher(storage.remove_many, self.tasks)
         self.max_queued_messages = settings.max_queued_messages

@@ -196,13 +196,7 @@ class ClusterLink:
                     deliveries = decode_downlinks(record.value)
             except (StorageError, ValueError, KeyError, TypeError) as exc:
                 self.undecodable += 1
-                logger.error(
-                    "skipping record %s[%d]@%d: %s",
-                    record.topic,
-                    record.partition,
-                    record.offset,
-                    exc,
-                )
+                logger.error("skipping record %s: %s", record.where, exc)
             for delivery in deliveries:
                 try:
                     handlers.on_downlink(delivery)

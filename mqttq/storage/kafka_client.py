@@ -81,6 +81,11 @@ class Record(NamedTuple):
     headers: Headers
     timestamp_ms: int
 
+    @property
+    def where(self) -> str:
+        """`topic[partition]@offset`, for a log line about this record."""
+        return f"{self.topic}[{self.partition}]@{self.offset}"
+
 
 @dataclass(frozen=True, slots=True)
 class Delivered:

@@ -176,13 +176,7 @@ class KafkaMessageLog:
                 messages.append(decode_message(record.key, record.value, record.headers))
             except StorageError as exc:
                 self._undecodable += 1
-                logger.error(
-                    "skipping record %s[%d]@%d: %s",
-                    record.topic,
-                    record.partition,
-                    record.offset,
-                    exc,
-                )
+                logger.error("skipping record %s: %s", record.where, exc)
         self._read_upto.update(position)
         return LogBatch(messages, position)
 

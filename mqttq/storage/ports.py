@@ -65,6 +65,15 @@ class QueuedMessage:
 
 
 @runtime_checkable
+class ChunkedQueueStore(Protocol):
+    """A queue store that commits each `enqueue` call on its own (SQLite): the broker
+    splits a large fan-out into calls of at most `enqueue_chunk` items, so that the first
+    acknowledgements need not wait for the whole fan-out to be durable."""
+
+    enqueue_chunk: int
+
+
+@runtime_checkable
 class PresenceMarker(Protocol):
     """A store that records which node a client is connected to (Redis queues:
     `{client_id}_session_node`), and reports it with every entry it queues."""
