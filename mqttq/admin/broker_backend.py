@@ -119,7 +119,7 @@ class BrokerAdmin:
         life = self.broker.lifecycle
         if session is None or life is None:
             return False
-        await life.remove_session(session)
+        await life.endings.remove_session(session)
         return True
 
     def list_subscriptions(

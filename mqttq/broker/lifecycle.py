@@ -1,5 +1,5 @@
-"""Session lifecycle: CONNECT (new, resumed, taken over), DISCONNECT, connection loss,
-session expiry, restoring sessions at start and releasing them at shutdown."""
+"""Session lifecycle: CONNECT (new, resumed, taken over), DISCONNECT, connection loss and
+shutdown. How sessions end is `endings.py`; loading them at start, `restore.py`."""
 
 from __future__ import annotations
 
@@ -11,17 +11,16 @@ import uuid
 from mqttq.auth.authenticator import Authenticator
 from mqttq.broker.admission import admit
 from mqttq.broker.client import Client
+from mqttq.broker.endings import APPLICATION, SessionEndings
 from mqttq.broker.hub import Hub
+from mqttq.broker.restore import restore_sessions
 from mqttq.broker.session import Session
 from mqttq.broker.timers import TimerWheel
-from mqttq.broker.will import WillScheduler
-from mqttq.cluster.dead_nodes import reaper
-from mqttq.codec.enums import SESSION_EXPIRY_NEVER, ProtocolLevel, ReasonCode
-from mqttq.codec.packets import ConnackPacket, ConnectPacket, DisconnectPacket, Will
+from mqttq.codec.enums import ProtocolLevel, ReasonCode
+from mqttq.codec.packets import ConnackPacket, ConnectPacket, DisconnectPacket
 from mqttq.config import MqttSettings
 from mqttq.errors import ProtocolError, StorageError
 from mqttq.limits.limiter import Refused
-from mqttq.model import Message
 from mqttq.protocol.connect import ConnectDecision, ConnectPolicy, negotiate
 from mqttq.protocol.connection import ConnectionLimits
 from mqttq.routing.topics import validate_topic_name
@@ -30,8 +29,6 @@ from mqttq.storage.ports import PresenceMarker, QueuedMessage
 __all__ = ["Lifecycle", "connect_policy", "connection_limits"]
 
 logger = logging.getLogger("mqttq.broker.session")
-
-_APP = "APPLICATION"
 
 
 def connection_limits(mqtt: MqttSettings) -> ConnectionLimits:
@@ -73,7 +70,8 @@ class Lifecycle:
         self.authenticator = authenticator
         self.limits = connection_limits(hub.settings)
         self.policy = connect_policy(hub.settings)
-        self.wills = WillScheduler(loop, self._publish_will)
+        self.endings = SessionEndings(hub, loop)
+        self.wills = self.endings.wills
         self.timers = TimerWheel(loop)
         """Connect timeout and keep alive deadlines of every connection."""
         self.connecting: set[Client] = set()
@@ -161,7 +159,7 @@ class Lifecycle:
         attached: the connection is taken over, whatever became of its session here."""
         session = client.session
         if session is not None and self.hub.sessions.get(session.client_id) is session:
-            self.moved_away(session.client_id, session_ends)
+            self.endings.moved_away(session.client_id, session_ends)
         elif not client.closed:
             client.kick(ReasonCode.SESSION_TAKEN_OVER)
 
@@ -198,7 +196,7 @@ class Lifecycle:
         client.counted = True
         resume = old is not None and not decision.clean_start
         app_log = hub.app_log
-        if app_log is not None and decision.persistent and identity.client_type == _APP:
+        if app_log is not None and decision.persistent and identity.client_type == APPLICATION:
             try:
                 await app_log.ensure_client_topic(client_id)  # created on first connect
             except StorageError as error:
@@ -222,7 +220,7 @@ class Lifecycle:
                     # The old session's slot passes straight to the new one: no await
                     # between giving it back and taking it, so no other CONNECT can take
                     # it meanwhile and leave this client refused at the session limit.
-                    self._forget(old)
+                    self.endings.forget(old)
                 refused = limits.acquire_session(tenant)
                 if refused is not None:
                     client.refuse(
@@ -244,7 +242,11 @@ class Lifecycle:
                     hub.space(tenant),
                     identity.client_type,
                 )
-                if app_log is not None and session.persistent and session.client_type == _APP:
+                if (
+                    app_log is not None
+                    and session.persistent
+                    and session.client_type == APPLICATION
+                ):
                     await hub.tasks.barrier(client_id)  # the old context is deleted
                     try:
                         await app_log.reset(client_id)
@@ -287,7 +289,7 @@ class Lifecycle:
         connack = ConnackPacket(resume, ReasonCode.SUCCESS, decision.connack_properties)
         client.accepted(session, connack, decision.keep_alive)
         session.resume(entries)
-        if app_log is not None and session.persistent and session.client_type == _APP:
+        if app_log is not None and session.persistent and session.client_type == APPLICATION:
             app_log.attach(session, client)
 
     async def _resume(
@@ -389,7 +391,7 @@ class Lifecycle:
         if session.persistent:
             session.disconnected_at = time.time()
             hub.save_session(session)
-            self._schedule_expiry(session, session.expiry_interval)
+            self.endings.schedule_expiry(session, session.expiry_interval)
             if will is not None:
                 delay = will.properties.will_delay_interval or 0
                 self.wills.connection_closed(
@@ -399,19 +401,9 @@ class Lifecycle:
                     session.space.name,
                 )
         else:
-            self._forget(session)
+            self.endings.forget(session)
             if will is not None:
                 self.wills.connection_closed(session.client_id, will, 0, session.space.name)
-
-    def _publish_will(self, client_id: str, tenant: str, message: Message) -> None:
-        """A will is due: publish it, and forget it in the stored session (so that a
-        restart does not publish it again)."""
-        self.hub.publish_detached(tenant, message)
-        session = self.hub.sessions.get(client_id)
-        if session is not None and session.client is None and session.will is not None:
-            session.will = None
-            if session.persistent and not session.ended:
-                self.hub.save_session(session)
 
     def _release_connection(self, client: Client) -> None:
         """Give back the connection the client held in the count limits (once)."""
@@ -421,198 +413,11 @@ class Lifecycle:
             assert space is not None
             self.hub.limits.release_connection(space.name)
 
-    # ------------------------------------------------------------------ expiry
-
-    def _schedule_expiry(self, session: Session, remaining: float) -> None:
-        if session.expiry_interval >= SESSION_EXPIRY_NEVER:
-            return
-        session.expiry_handle = self.loop.call_later(remaining, self._expire, session)
-
-    def _expire(self, session: Session) -> None:
-        """The session outlived its expiry interval offline [MQTT-4.1.0-2]."""
-        session.expiry_handle = None
-        if session.client is not None or self.hub.sessions.get(session.client_id) is not session:
-            return
-        logger.debug("session %r expired", session.client_id)
-        self._forget(session)
-        client_id = session.client_id
-        self.hub.tasks.spawn(
-            self.hub.storage.delete_session(client_id), "delete_session", client_id
-        )
-        self.wills.session_ended(session.client_id)
-
-    def clean_up_gone_nodes(self, alive: set[str], gone: dict[str, float]) -> int:
-        """The heartbeat saw which nodes are `alive` and which are `gone` (node id -> last
-        heartbeat). On the node that cleans up (dead_nodes.reaper), the gone nodes'
-        sessions end as disconnected at that time: non-persistent ones at once,
-        persistent ones when their expiry interval has passed [MQTT-4.1.0-2], like this
-        node's own (their queue is deleted then). Returns how many were cleaned up."""
-        cluster = self.hub.cluster
-        if cluster is None or not gone or reaper(alive) != cluster.node_id:
-            return 0
-        now = time.time()
-        found = cluster.orphans(gone)
-        for orphan in found:
-            client_id = orphan.client_id
-            if client_id in self.hub.sessions:
-                continue  # here already (a CONNECT in progress): this node's as usual
-            will = orphan.info.will
-            session = cluster.take_orphan(orphan)
-            if session is None:
-                if will is not None:  # the connection died with its node [MQTT-3.1.2-8]
-                    self.wills.connection_closed(client_id, will, 0, orphan.info.tenant)
-                continue
-            logger.info("session %r of a gone node is offline", client_id)
-            since = now - orphan.disconnected_at
-            remaining = session.expiry_interval - since
-            if will is not None:
-                # Due after its delay (capped by the session's expiry), counted from the
-                # disconnect; published at once if the session expires first.
-                session.will = will
-                delay = min(will.properties.will_delay_interval or 0, session.expiry_interval)
-                self.wills.connection_closed(client_id, will, delay - since, session.space.name)
-            if remaining <= 0:
-                self._expire(session)
-            else:
-                self.hub.save_session(session)
-                self._schedule_expiry(session, remaining)
-        return len(found)
-
-    def moved_away(self, client_id: str, session_ends: bool = False) -> None:
-        """The client connected to another node (a later connect event): this node's
-        connection of it gets DISCONNECT 0x8E Session taken over [MQTT-3.1.4-3], and its
-        session is left to that node (records, subscriptions and queue stay). When the
-        session ends there (`session_ends`: the new connection has clean start; or it was
-        not persistent) the old connection's will is published now [MQTT-3.1.2-8]; else it
-        is cancelled [MQTT-3.1.3-9]."""
-        session = self.hub.sessions.get(client_id)
-        if session is None:
-            return
-        session_ends = session_ends or not session.persistent
-        client = session.client
-        will = session.will if client is not None and not client.normal_disconnect else None
-        self._forget(session, moved=True)
-        if client is not None:
-            client.kick(ReasonCode.SESSION_TAKEN_OVER)
-        if not session_ends:
-            self.wills.cancel(client_id)
-            return
-        if will is not None:
-            self.wills.connection_closed(client_id, will, 0, session.space.name)
-        self.wills.session_ended(client_id)
-
-    def _forget(self, session: Session, *, moved: bool = False) -> None:
-        """Drop a session from memory: no more deliveries, no subscriptions. `moved`: the
-        session lives on on another node; its subscriptions stay in the router, as that
-        node's, and nothing stored is deleted."""
-        session.ended = True
-        hub = self.hub
-        if moved:
-            if session.expiry_handle is not None:
-                session.expiry_handle.cancel()
-                session.expiry_handle = None
-            if hub.sessions.get(session.client_id) is session:
-                del hub.sessions[session.client_id]
-                hub.limits.release_session(session.space.name)
-                if hub.cluster is not None:
-                    hub.cluster.keep_as_remote(session.client_id, session.space.name)
-            return
-        if hub.cluster is not None:
-            hub.cluster.session_ended(session)
-        app_log = self.hub.app_log
-        if app_log is not None and session.client_type == _APP:
-            client_id = session.client_id
-            self.hub.tasks.spawn(app_log.forget(client_id), "app_context", client_id)
-        if session.expiry_handle is not None:
-            session.expiry_handle.cancel()
-            session.expiry_handle = None
-        if self.hub.sessions.get(session.client_id) is session:
-            del self.hub.sessions[session.client_id]
-            session.space.remove_client(session.client_id)
-            self.hub.limits.release_session(session.space.name)
-
-    async def remove_session(self, session: Session) -> None:
-        """An administrator removes the session: its client (if connected) gets
-        DISCONNECT 0x98 without its will being published, then the session, its
-        subscriptions and its stored queue are deleted."""
-        client = session.client
-        if client is not None:
-            client.normal_disconnect = True  # an administrative removal sends no will
-            client.kick(ReasonCode.ADMINISTRATIVE_ACTION, "session removed by an administrator")
-        self.wills.cancel(session.client_id)
-        if not session.ended:
-            await self.hub.tasks.barrier(session.client_id)
-            was_persistent = session.persistent
-            self._forget(session)
-            if was_persistent:
-                await self.hub.storage.delete_session(session.client_id)
-
     # ------------------------------------------------------------------ start / stop
 
     async def restore(self) -> int:
-        """Load stored sessions (offline) with their subscriptions and restart their
-        expiry clocks; a session stored as connected counts as disconnected now. Stored
-        wills are due again: at the end of their Will Delay Interval from the disconnect,
-        or now when the session ended while the broker was down [MQTT-3.1.2-8]."""
-        hub = self.hub
-        now = time.time()
-        records = await hub.storage.load_sessions()
-        due: list[tuple[str, Will, str, float]] = []
-        cluster = hub.cluster
-        for record in records:
-            if cluster is not None:
-                if cluster.owns_stored(record.client_id) is False:
-                    continue  # another node has it now
-                cluster.adopt_restored(record.client_id)
-            expiry = min(record.session_expiry_interval, self.policy.max_session_expiry_interval)
-            disconnected_at = record.disconnected_at
-            elapsed = 0.0 if disconnected_at is None else max(0.0, now - disconnected_at)
-            if expiry == 0 or (expiry < SESSION_EXPIRY_NEVER and elapsed >= expiry):
-                if record.will is not None:
-                    due.append((record.client_id, record.will, record.tenant, 0.0))
-                hub.tasks.spawn(
-                    hub.storage.delete_session(record.client_id), "delete_session", record.client_id
-                )
-                continue
-            space = hub.space(record.tenant)
-            session = Session(
-                hub,
-                record.client_id,
-                record.protocol_level,
-                expiry,
-                space,
-                record.client_type,
-            )
-            session.restored = True
-            session.disconnected_at = now if disconnected_at is None else disconnected_at
-            session.awaiting_pubrel = set(record.awaiting_pubrel) or None
-            if record.will is not None:
-                session.will = record.will
-                will_delay = record.will.properties.will_delay_interval or 0
-                remaining = min(will_delay - elapsed, expiry - elapsed)
-                due.append((record.client_id, record.will, record.tenant, remaining))
-            hub.sessions[record.client_id] = session
-            # What was stored before a limit was lowered still counts: past the limit.
-            hub.limits.acquire_session(record.tenant, force=True)
-            for subscription in record.subscriptions:
-                space.router.subscribe(record.client_id, subscription)
-                space.add_topic_ref(space.topic_of(subscription.topic_filter), force=True)
-            if (
-                disconnected_at is None
-                or expiry != record.session_expiry_interval
-                or cluster is not None
-            ):
-                hub.save_session(session)
-            self._schedule_expiry(session, expiry - elapsed)
-        stored_retained = [] if cluster is not None else await hub.storage.load_retained(now)
-        for tenant, message in stored_retained:  # in a cluster: replicated already
-            space = hub.space(tenant)
-            if space.retained.get(message.topic) is None:
-                space.add_topic_ref(message.topic, force=True)
-            space.retained.set(message.topic, message)
-        for client_id, will, tenant, delay in due:  # sessions and retained are all back
-            self.wills.connection_closed(client_id, will, delay, tenant)
-        return len(hub.sessions)
+        """Load the stored sessions at start (`restore_sessions`); returns how many."""
+        return await restore_sessions(self.endings, self.policy.max_session_expiry_interval)
 
     async def shutdown(self) -> None:
         """Disconnect every client (0x8B on 5.0), record disconnect times, publish the

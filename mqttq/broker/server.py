@@ -132,7 +132,7 @@ class Broker:
             from mqttq.broker.cluster_node import ClusterNode  # noqa: PLC0415
 
             node = ClusterNode(self.hub, self.cluster_link)
-            node.taken_over = life.moved_away
+            node.taken_over = life.endings.moved_away
             await node.open()  # every node's sessions, subscriptions, retained messages
             self.hub.attach_cluster(node)
         restored = await life.restore()

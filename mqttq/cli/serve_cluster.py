@@ -78,7 +78,7 @@ async def start_heartbeat(
     def nodes_seen(alive: set[str], gone: dict[str, float]) -> None:
         life = broker.lifecycle
         if life is not None:
-            life.clean_up_gone_nodes(alive, gone)
+            life.endings.clean_up_gone_nodes(alive, gone)
 
     redis = settings.redis
     heartbeat = NodeHeartbeat(
