@@ -278,14 +278,15 @@ class Lifecycle:
             self._release(client, session)
             return
         session.will = packet.will
-        logger.debug(
-            "client %r connected from %s (level %d, session present %s, expiry %d)",
-            client_id,
-            client.peer,
-            packet.protocol_level,
-            resume,
-            session.expiry_interval,
-        )
+        if logger.isEnabledFor(logging.DEBUG):  # the peer is a system call away
+            logger.debug(
+                "client %r connected from %s (level %d, session present %s, expiry %d)",
+                client_id,
+                client.peer,
+                packet.protocol_level,
+                resume,
+                session.expiry_interval,
+            )
         connack = ConnackPacket(resume, ReasonCode.SUCCESS, decision.connack_properties)
         client.accepted(session, connack, decision.keep_alive)
         session.resume(entries)

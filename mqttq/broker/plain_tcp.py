@@ -57,6 +57,7 @@ _READING = 2  # the descriptor is registered for reading
 _EOF = 4  # write_eof() called: the write side shuts once the buffer is drained
 _PAUSED = 8  # the protocol was told to pause writing
 _LOST = 16  # connection_lost was scheduled
+_IPV6 = 32  # the socket is AF_INET6 (else AF_INET): get_extra_info needs no getsockopt
 
 
 class SocketTransport:
@@ -65,7 +66,11 @@ class SocketTransport:
     __slots__ = ("_buffer", "_high", "_loop", "_low", "_protocol", "_state", "fd")
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, fd: int, protocol: asyncio.Protocol
+        self,
+        loop: asyncio.AbstractEventLoop,
+        fd: int,
+        protocol: asyncio.Protocol,
+        family: int = socket.AF_INET,
     ) -> None:
         self._loop = loop
         self.fd = fd
@@ -73,7 +78,7 @@ class SocketTransport:
         self._buffer: bytearray | None = None
         self._high = DEFAULT_HIGH_WATER
         self._low = DEFAULT_HIGH_WATER // 4
-        self._state = 0
+        self._state = _IPV6 if family == socket.AF_INET6 else 0
 
     def start(self) -> None:
         """Start reading, then tell the protocol (which may pause reading or abort)."""
@@ -283,7 +288,10 @@ class SocketTransport:
         """peername and sockname (asked of the socket each time: nothing is cached)."""
         if name not in {"peername", "sockname"} or self.fd < 0:
             return default
-        sock = socket.socket(fileno=self.fd)
+        # Family, type and protocol given: Python asks the kernel for none of them (three
+        # getsockopt calls a connect used to pay twice, for the peer and local addresses).
+        family = socket.AF_INET6 if self._state & _IPV6 else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP, fileno=self.fd)
         try:
             return sock.getpeername() if name == "peername" else sock.getsockname()
         except OSError:
@@ -345,7 +353,8 @@ class SocketServer:
         except OSError:
             sock.close()
             return
-        transport = SocketTransport(self._loop, sock.detach(), self._factory())
+        family = sock.family
+        transport = SocketTransport(self._loop, sock.detach(), self._factory(), family)
         transport.start()
 
 

@@ -153,6 +153,31 @@ def test_the_server_accepts_echoes_and_stops_accepting_on_close(loop_name: str) 
     run(loop_name, main)
 
 
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
+def test_both_addresses_of_an_ipv4_or_ipv6_connection(host: str) -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        made: list[Recorder] = []
+
+        def factory() -> Recorder:
+            made.append(Recorder())
+            return made[-1]
+
+        server = await start_socket_listener(loop, factory, host, 0, backlog=16)
+        port = server.sockets[0].getsockname()[1]
+        _reader, writer = await asyncio.open_connection(host, port)
+        while not made:
+            await asyncio.sleep(0.01)
+        transport = made[0].transport
+        assert transport.get_extra_info("peername") == writer.get_extra_info("sockname")
+        assert transport.get_extra_info("sockname") == writer.get_extra_info("peername")
+        assert transport.get_extra_info("sockname")[0] == host
+        writer.close()
+        server.close()
+
+    run("uvloop", main)
+
+
 class Broken(Recorder):
     def data_received(self, data: bytes) -> None:
         raise ValueError(data)
