@@ -31,6 +31,8 @@ from typing import Any, cast
 
 import uvloop
 
+from mqttq.auth.authenticator import Authenticator
+from mqttq.auth.empty_store import EmptyAuthStore
 from mqttq.broker.client import Client
 from mqttq.broker.hub import Hub
 from mqttq.broker.lifecycle import Lifecycle
@@ -45,6 +47,7 @@ from mqttq.codec.packets import (
 )
 from mqttq.codec.properties import Properties
 from mqttq.config import Settings
+from mqttq.limits.limiter import Limits
 from mqttq.storage.memory import MemoryStorage
 
 PAYLOAD = b"x" * 62
@@ -98,8 +101,19 @@ async def run(mode: str, messages: int, trials: int) -> list[float]:
     """CPU microseconds per inbound message, one figure per trial."""
     storage = MemoryStorage()
     await storage.open()
-    hub = Hub(Settings().mqtt, storage)
-    life = Lifecycle(hub, asyncio.get_running_loop())
+    settings = Settings()
+    limit = settings.mqtt_limit
+    limits = Limits(
+        limit.cluster,
+        limit.tenant,
+        rate_wait=limit.rate_wait_ms / 1000,
+        burst_seconds=limit.burst_seconds,
+        tcp_rate=limit.max_tcp_connection_rate,
+        now=time.monotonic(),
+    )
+    hub = Hub(settings.mqtt, storage, limits)
+    authenticator = Authenticator(EmptyAuthStore(), anonymous="always")
+    life = Lifecycle(hub, asyncio.get_running_loop(), authenticator)
     p2p = mode == "p2p"
     subscriber_count = 100 if p2p else 50
     publisher_count = 100 if p2p else 1
