@@ -18,13 +18,13 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from mqttq.broker.encoded import EncodedPublishes
 from mqttq.broker.pending import BackgroundTasks, EnqueueBatcher, RemoveBatcher
 from mqttq.broker.session import Session
 from mqttq.broker.stats import BrokerStats
 from mqttq.broker.tenants import TenantSpace
 from mqttq.codec.enums import ReasonCode
 from mqttq.codec.packets import PublishPacket, SubscribePacket, UnsubscribePacket
-from mqttq.codec.writer import encode_packet
 from mqttq.config import MqttSettings
 from mqttq.errors import ProtocolError
 from mqttq.limits.limiter import Limits
@@ -107,8 +107,8 @@ class Hub:
         self.reject_when_full = settings.queue_full_policy == "reject_new"
         self._queue_qos0 = settings.queue_qos0
         self._online = self.is_online  # one bound method, not one per PUBLISH
-        self._encoded_message: Message | None = None
-        self._encoded: dict[int, bytes] = {}
+        self.encoded = EncodedPublishes()
+        """PUBLISH bytes of messages going to several sessions (Session.send_publish)."""
         self.app_log: AppLog | None = None
         """APPLICATION clients' Kafka topics (with `storage.log = "kafka"`), set by the
         broker before it starts."""
@@ -322,20 +322,6 @@ class Hub:
     def _queue_full(self, session: Session) -> None:
         """A delivery refused by a full queue under reject_new: a refusal of the tenant."""
         self.limits.count_refusal(session.space.name, "queue_full")
-
-    def encoded_qos0(self, message: Message, protocol_level: int) -> bytes:
-        """The QoS 0 PUBLISH of `message` (DUP 0, no packet id, properties as they are)
-        encoded at `protocol_level`, kept for the rest of its fan-out."""
-        if message is not self._encoded_message:
-            self._encoded_message = message
-            self._encoded = {}
-        data = self._encoded.get(protocol_level)
-        if data is None:
-            packet = PublishPacket(
-                message.topic, message.payload, 0, message.retain, False, None, message.properties
-            )
-            data = self._encoded[protocol_level] = encode_packet(packet, protocol_level)
-        return data
 
     def publish_detached(self, tenant: str, message: Message) -> None:
         """Publish with nobody to acknowledge (wills): deliveries complete on their own

@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import time
 from collections import deque
+from struct import Struct
 from typing import TYPE_CHECKING, Any
 
 from mqttq.codec.enums import ReasonCode
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 __all__ = ["Session"]
 
 logger = logging.getLogger("mqttq.broker.session")
+
+_pack_packet_id = Struct("!H").pack
 
 _NO_INFLIGHT: dict[int, QueuedMessage] = {}
 """Shared by every session with nothing in flight yet (never written to: `_in_flight`
@@ -219,7 +222,10 @@ class Session:
         if resend is not None and packet_id in resend:
             dup = True
             resend.discard(packet_id)
-        if self.send_publish(client, message, message.qos, packet_id, dup):
+        # An entry fetched at attach: the backlog it belongs to is often the same messages
+        # for many sessions (storage hands them the same objects), so it shares encodings.
+        shared = 0 < entry.serial <= self.fetched_serial
+        if self.send_publish(client, message, message.qos, packet_id, dup, shared):
             inflight[packet_id] = entry
         else:
             logger.debug(
@@ -238,21 +244,37 @@ class Session:
             inflight = self.inflight = {}
         return inflight
 
-    def send_publish(
-        self, client: Client, message: Message, qos: int, packet_id: int | None, dup: bool
+    def send_publish(  # noqa: PLR0917 (the PUBLISH's fields, and how to encode it)
+        self,
+        client: Client,
+        message: Message,
+        qos: int,
+        packet_id: int | None,
+        dup: bool,
+        shared: bool = False,
     ) -> bool:
         """Write one PUBLISH of `message`, the expiry rewritten as the time remaining
-        [MQTT-3.3.2-6]; False when it exceeds the client's Maximum Packet Size."""
+        [MQTT-3.3.2-6]; False when it exceeds the client's Maximum Packet Size. `shared`:
+        other sessions are likely to send the same message object (QoS 0 always counts
+        as shared: a fan-out's deliveries are made at once)."""
         props = message.properties
         rewrite = self.protocol_level == 5 and (
             message.expires_at is not None or message.subscription_identifiers
         )
-        if not qos and not rewrite and client.conn.takes_shared_encoding:
-            # A fan-out encodes each QoS 0 message once per protocol level.
-            data = self.hub.encoded_qos0(message, self.protocol_level)
+        if (
+            (shared or not qos)
+            and not rewrite
+            and not dup
+            and qos == message.qos
+            and client.conn.takes_shared_encoding
+        ):
+            # Encoded once per protocol family for every session sending it; the
+            # session adds its packet id. (A message sent once would pay for the cut.)
+            head, tail = self.hub.encoded.template(message, self.protocol_level)
+            data = head + _pack_packet_id(packet_id) + tail if qos else head
             sent = client.send_encoded_publish(data)
             if sent:
-                self.hub.stats.messages_out[0] += 1
+                self.hub.stats.messages_out[qos] += 1
             return sent
         if rewrite:
             expiry = props.message_expiry_interval

@@ -47,7 +47,7 @@ from mqttq.codec.properties import (
 )
 from mqttq.codec.reader import NO_PROPERTIES, REASON_CODES
 
-__all__ = ["encode_packet", "encode_publish", "encode_short_ack"]
+__all__ = ["encode_packet", "encode_publish", "encode_short_ack", "publish_template"]
 
 _pack_u16 = Struct("!H").pack
 _pack_ack = Struct("!BBH").pack
@@ -225,6 +225,30 @@ def encode_publish(  # noqa: PLR0917 (the fields of the packet object it avoids 
             payload,
         )
     )
+
+
+def publish_template(  # noqa: PLR0917 (the fields of the packet, as encode_publish takes them)
+    topic: str,
+    payload: bytes,
+    qos: int,
+    retain: bool,
+    properties: Properties,
+    protocol_level: int,
+) -> tuple[bytes, bytes]:
+    """A PUBLISH with DUP 0 cut where its packet id goes: `head + packet id + tail` is
+    what `encode_publish` writes for that id (QoS 0: `head + tail`, no id), so a message
+    sent to many sessions is encoded once, whatever ids they give it. Raises ValueError
+    as `encode_publish` does."""
+    data = encode_publish(
+        topic, payload, qos, retain, False, 1 if qos else None, properties, protocol_level
+    )
+    size = 2  # the first byte and the remaining length's first byte
+    while data[size - 1] & 0x80:
+        size += 1
+    cut = size + 2 + len(topic.encode("utf-8"))
+    if not qos:
+        return data, b""
+    return data[:cut], data[cut + 2 :]
 
 
 def _ack_encoder(ptype: PacketType) -> Callable[[Any, int], bytes]:

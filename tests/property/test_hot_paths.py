@@ -1,7 +1,8 @@
 """Hypothesis: the broker's hot-path shortcuts give exactly what the general paths give.
 
 - `encode_publish` / `encode_short_ack` write the bytes `encode_packet` writes for the
-  same packet;
+  same packet, and so does a `publish_template` once given its packet id, and the
+  broker's cache of templates (`EncodedPublishes`) for any mix of messages and levels;
 - the router's per-topic match cache never outlives a subscription change: after any
   sequence of subscribe / unsubscribe / route calls, a router answers like a fresh one
   that was given only the subscriptions still in force;
@@ -17,6 +18,7 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from mqttq.broker.encoded import EncodedPublishes
 from mqttq.codec import encode_packet
 from mqttq.codec.enums import PacketType, ReasonCode
 from mqttq.codec.packets import (
@@ -28,7 +30,7 @@ from mqttq.codec.packets import (
 )
 from mqttq.codec.properties import Properties
 from mqttq.codec.reader import NO_PROPERTIES, REASON_CODES
-from mqttq.codec.writer import encode_publish, encode_short_ack
+from mqttq.codec.writer import encode_publish, encode_short_ack, publish_template
 from mqttq.model import Message, Subscription
 from mqttq.routing.router import Delivery, Router
 from mqttq.storage.codec_json import (
@@ -61,6 +63,51 @@ def test_encode_publish_equals_encode_packet(data: st.DataObject, level: int) ->
     fields = (packet.topic, packet.payload, packet.qos, packet.retain, packet.dup)
     encoded = encode_publish(*fields, packet.packet_id, packet.properties, level)
     assert encoded == encode_packet(packet, level)
+
+
+def _with_id(head: bytes, tail: bytes, packet_id: int | None) -> bytes:
+    return head + (b"" if packet_id is None else packet_id.to_bytes(2, "big")) + tail
+
+
+@_FAST
+@given(data=st.data(), level=st.sampled_from(LEVELS))
+def test_a_publish_template_with_its_packet_id_is_the_packet(
+    data: st.DataObject, level: int
+) -> None:
+    packet = replace(data.draw(publish_packets(level)), dup=False)
+    fields = (packet.topic, packet.payload, packet.qos, packet.retain)
+    head, tail = publish_template(*fields, packet.properties, level)
+    assert _with_id(head, tail, packet.packet_id) == encode_packet(packet, level)
+
+
+@_FAST
+@given(
+    data=st.data(),
+    sends=st.lists(st.tuples(st.integers(0, 3), st.sampled_from(LEVELS)), max_size=40),
+    max_messages=st.integers(1, 3),
+)
+def test_templates_kept_for_several_messages_stay_each_ones_own(
+    data: st.DataObject, sends: list[tuple[int, int]], max_messages: int
+) -> None:
+    packets = [replace(data.draw(publish_packets(5)), dup=False) for _ in range(4)]
+    messages = [
+        Message(p.topic, p.payload, p.qos, p.retain, properties=p.properties) for p in packets
+    ]
+    cache = EncodedPublishes(max_messages=max_messages, max_bytes=1 << 30)
+    for index, level in sends:
+        packet = packets[index]
+        head, tail = cache.template(messages[index], level)
+        assert _with_id(head, tail, packet.packet_id) == encode_packet(packet, level)
+
+
+def test_a_large_publish_is_encoded_each_time_not_kept() -> None:
+    cache = EncodedPublishes(max_bytes=16 * 1024)
+    large = Message("t", bytes(2048), 1, False)
+    head, tail = cache.template(large, 5)
+    assert cache.template(large, 5) == (head, tail)
+    assert cache.template(large, 5)[1] is not tail  # encoded again: not kept
+    small = Message("t", b"x", 1, False)
+    assert cache.template(small, 5)[1] is cache.template(small, 5)[1]  # kept
 
 
 @given(level=st.sampled_from(LEVELS), topic=st.text(min_size=1, max_size=8))
