@@ -231,7 +231,7 @@ class SocketTransport:
             self._shutdown_write()
 
     def _shutdown_write(self) -> None:
-        sock = socket.socket(fileno=self.fd)
+        sock = self._socket()
         try:
             sock.shutdown(socket.SHUT_WR)
         except OSError:
@@ -284,14 +284,18 @@ class SocketTransport:
 
     # ------------------------------------------------------------------ information
 
+    def _socket(self) -> socket.socket:
+        """A socket object on `fd`, to be detached after use. With family, type and
+        protocol given, Python only checks that the descriptor is a socket (one
+        getsockname), without two getsockopt calls for the type and protocol."""
+        family = socket.AF_INET6 if self._state & _IPV6 else socket.AF_INET
+        return socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP, fileno=self.fd)
+
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         """peername and sockname (asked of the socket each time: nothing is cached)."""
         if name not in {"peername", "sockname"} or self.fd < 0:
             return default
-        # Family, type and protocol given: Python asks the kernel for none of them (three
-        # getsockopt calls a connect used to pay twice, for the peer and local addresses).
-        family = socket.AF_INET6 if self._state & _IPV6 else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP, fileno=self.fd)
+        sock = self._socket()
         try:
             return sock.getpeername() if name == "peername" else sock.getsockname()
         except OSError:
