@@ -36,6 +36,7 @@ from mqttq.auth.empty_store import EmptyAuthStore
 from mqttq.broker.client import Client
 from mqttq.broker.hub import Hub
 from mqttq.broker.lifecycle import Lifecycle
+from mqttq.broker.server import node_limits
 from mqttq.codec import encode_packet
 from mqttq.codec.enums import ProtocolLevel
 from mqttq.codec.packets import (
@@ -47,7 +48,6 @@ from mqttq.codec.packets import (
 )
 from mqttq.codec.properties import Properties
 from mqttq.config import Settings
-from mqttq.limits.limiter import Limits
 from mqttq.storage.memory import MemoryStorage
 
 PAYLOAD = b"x" * 62
@@ -102,16 +102,7 @@ async def run(mode: str, messages: int, trials: int) -> list[float]:
     storage = MemoryStorage()
     await storage.open()
     settings = Settings()
-    limit = settings.mqtt_limit
-    limits = Limits(
-        limit.cluster,
-        limit.tenant,
-        rate_wait=limit.rate_wait_ms / 1000,
-        burst_seconds=limit.burst_seconds,
-        tcp_rate=limit.max_tcp_connection_rate,
-        now=time.monotonic(),
-    )
-    hub = Hub(settings.mqtt, storage, limits)
+    hub = Hub(settings.mqtt, storage, node_limits(settings.mqtt_limit))
     authenticator = Authenticator(EmptyAuthStore(), anonymous="always")
     life = Lifecycle(hub, asyncio.get_running_loop(), authenticator)
     p2p = mode == "p2p"

@@ -14,7 +14,7 @@ from mqttq.broker.endpoints import Endpoints, open_endpoints
 from mqttq.broker.hub import Hub
 from mqttq.broker.lifecycle import Lifecycle
 from mqttq.broker.log import LogRouter
-from mqttq.config import Settings
+from mqttq.config import MqttLimitSettings, Settings
 from mqttq.errors import MqttqError
 from mqttq.limits.limiter import Limits
 from mqttq.limits.quota import Quota
@@ -25,13 +25,25 @@ from mqttq.storage.ports import Storage
 if TYPE_CHECKING:
     from mqttq.cluster.link import ClusterLink
 
-__all__ = ["HOUSEKEEPING_INTERVAL", "Broker"]
+__all__ = ["HOUSEKEEPING_INTERVAL", "Broker", "node_limits"]
 
 HOUSEKEEPING_INTERVAL = 30.0
 """Seconds between re-reading stored tenant quotas (another node of a PostgreSQL-backed
 cluster may have changed them) and dropping idle tenants' limiters and namespaces."""
 
 logger = logging.getLogger("mqttq.broker")
+
+
+def node_limits(limit: MqttLimitSettings) -> Limits:
+    """The node's and its tenants' limits as `[mqtt_limit]` sets them, from now on."""
+    return Limits(
+        limit.cluster,
+        limit.tenant,
+        rate_wait=limit.rate_wait_ms / 1000,
+        burst_seconds=limit.burst_seconds,
+        tcp_rate=limit.max_tcp_connection_rate,
+        now=time.monotonic(),
+    )
 
 
 class Broker:
@@ -62,15 +74,7 @@ class Broker:
         self.storage = storage
         self.app_contexts = app_contexts
         self.auth_store: AuthStore = auth_store if auth_store is not None else EmptyAuthStore()
-        limit = settings.mqtt_limit
-        self.limits = Limits(
-            limit.cluster,
-            limit.tenant,
-            rate_wait=limit.rate_wait_ms / 1000,
-            burst_seconds=limit.burst_seconds,
-            tcp_rate=limit.max_tcp_connection_rate,
-            now=time.monotonic(),
-        )
+        self.limits = node_limits(settings.mqtt_limit)
         self.authenticator = Authenticator(
             self.auth_store,
             anonymous=settings.auth.anonymous,

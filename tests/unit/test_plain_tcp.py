@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import uvloop
 
-from mqttq.broker.plain_tcp import SocketTransport, start_socket_listener
+from mqttq.broker.plain_tcp import SocketServer, SocketTransport, start_socket_listener
 
 LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
     "uvloop": uvloop.new_event_loop,
@@ -123,18 +123,23 @@ def test_a_reset_reaches_the_protocol_and_close_drains_first(loop_name: str) -> 
     run(loop_name, main)
 
 
+async def serve(host: str) -> tuple[SocketServer, int, list[Recorder]]:
+    """A listener on `host` (a free port), its port, and the protocols it made so far."""
+    made: list[Recorder] = []
+
+    def factory() -> Recorder:
+        made.append(Recorder())
+        return made[-1]
+
+    loop = asyncio.get_running_loop()
+    server = await start_socket_listener(loop, factory, host, 0, backlog=16)
+    return server, server.sockets[0].getsockname()[1], made
+
+
 @pytest.mark.parametrize("loop_name", LOOPS)
 def test_the_server_accepts_echoes_and_stops_accepting_on_close(loop_name: str) -> None:
     async def main() -> None:
-        loop = asyncio.get_running_loop()
-        made: list[Recorder] = []
-
-        def factory() -> Recorder:
-            made.append(Recorder())
-            return made[-1]
-
-        server = await start_socket_listener(loop, factory, "127.0.0.1", 0, backlog=16)
-        port = server.sockets[0].getsockname()[1]
+        server, port, made = await serve("127.0.0.1")
         reader, writer = await asyncio.open_connection("127.0.0.1", port)
         writer.write(b"hello")
         await writer.drain()
@@ -156,15 +161,7 @@ def test_the_server_accepts_echoes_and_stops_accepting_on_close(loop_name: str) 
 @pytest.mark.parametrize("host", ["127.0.0.1", "::1"])
 def test_both_addresses_of_an_ipv4_or_ipv6_connection(host: str) -> None:
     async def main() -> None:
-        loop = asyncio.get_running_loop()
-        made: list[Recorder] = []
-
-        def factory() -> Recorder:
-            made.append(Recorder())
-            return made[-1]
-
-        server = await start_socket_listener(loop, factory, host, 0, backlog=16)
-        port = server.sockets[0].getsockname()[1]
+        server, port, made = await serve(host)
         _reader, writer = await asyncio.open_connection(host, port)
         while not made:
             await asyncio.sleep(0.01)
