@@ -26,6 +26,8 @@ COMPILED_MODULES: Final = (
     "mqttq.codec.properties",
     "mqttq.codec.reader",
     "mqttq.codec.writer",
+    # Message and Subscription: routing reads their fields for every message it routes.
+    "mqttq.model",
     "mqttq.protocol.aliases",
     "mqttq.protocol.app_pack",
     "mqttq.protocol.connect",
@@ -37,7 +39,11 @@ COMPILED_MODULES: Final = (
     "mqttq.routing.topics",
     "mqttq.routing.trie",
 )
-"""Modules `setup.py` compiles with mypyc: no I/O, no asyncio, typed throughout."""
+"""Modules `setup.py` compiles with mypyc: no I/O, no asyncio, typed throughout. Their
+classes must not be subclassed outside this list (a compiled method refuses an instance of
+an interpreted subclass). Hence not mqttq.errors: modules that stay interpreted subclass its
+exceptions (allowing that takes mypy_extensions at run time), and they are raised only on
+error paths."""
 
 SHARED_LIBRARY: Final = "mqttq.compiled__mypyc"
 """The extension holding the code of every compiled module (each module's own extension is
