@@ -4,8 +4,9 @@
 # `mqttq serve`, e.g. `./scripts/run-local.sh --port 1884 --log-format text`.
 #
 # The same as `python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/mqttq serve`,
-# plus: python3-venv is installed on Debian when missing, and pip runs only when
-# pyproject.toml changed since the last install. Set PYTHON to use another interpreter.
+# plus: python3-venv is installed on Debian when missing, and pip runs only when what the
+# install depends on changed since the last one: pyproject.toml, setup.py, the sources mypyc
+# compiles, MQTTQ_COMPILE. Set PYTHON to use another interpreter.
 #
 # Sourcing this file only defines `ensure_venv` (scripts/test.sh uses it).
 set -euo pipefail
@@ -34,11 +35,18 @@ ensure_venv() {
         echo "creating $VENV" >&2
         "$python" -m venv "$VENV"
     fi
-    # Reinstall when the dependencies or the extras change; code changes need nothing
-    # (editable install).
+    # Reinstall when the dependencies, the extras or the build change. Most code changes need
+    # nothing (editable install), but the modules mypyc compiles run from extensions built at
+    # install time: an edit to one of their sources needs a new build (see mqttq/build.py).
     local stamp=$VENV/.mqttq-install
-    local digest installed=""
-    digest=$(sha256sum "$ROOT/pyproject.toml" | cut -d' ' -f1)
+    local digest installed="" sources
+    sources=$("$VENV/bin/python" "$ROOT/mqttq/build.py" --sources) || return 1
+    # shellcheck disable=SC2086  # one path per word
+    digest=$(
+        cd "$ROOT" &&
+            { echo "MQTTQ_COMPILE=${MQTTQ_COMPILE:-1}"; sha256sum pyproject.toml setup.py $sources; } |
+            sha256sum | cut -d' ' -f1
+    )
     [[ -f $stamp ]] && installed=$(<"$stamp")
     # "<digest> <extras>": an install with extras also serves a run without them.
     if [[ $installed == "$digest ${extras:-}" || (-z $extras && $installed == "$digest "*) ]]; then
@@ -46,6 +54,7 @@ ensure_venv() {
     fi
     echo "installing mqttq${extras:+[$extras]} into $VENV" >&2
     "$VENV/bin/python" -m pip install --quiet -e "$target"
+    "$VENV/bin/python" "$ROOT/mqttq/build.py" >&2 # compiled or pure: pip hides the build output
     echo "$digest ${extras:-}" >"$stamp"
 }
 

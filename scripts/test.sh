@@ -12,6 +12,12 @@ source "$ROOT/scripts/run-local.sh"
 
 "$ROOT/scripts/install-services.sh"
 ensure_venv test,spark
+# With a C compiler the install compiles the pure layers with mypyc (setup.py): the tests
+# then require it (tests/unit/test_build.py), so that a broken build cannot pass as pure Python.
+compiler=${CC:-cc}
+if [[ ${MQTTQ_COMPILE:-1} != 0 ]] && command -v "${compiler%% *}" >/dev/null; then
+    export MQTTQ_TEST_EXPECT_COMPILED=1
+fi
 # Kafka's jars from Maven Central, once (cached outside the tree): the Kafka tests start nodes
 # with scripts/kafka-local.sh, and the first start should not spend a test's time fetching.
 "$ROOT/scripts/kafka-local.sh" fetch

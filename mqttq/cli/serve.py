@@ -20,6 +20,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from mqttq import build
 from mqttq.cli.errors import explain, print_error
 from mqttq.cli.ready_file import write_ready_file
 from mqttq.cli.serve_admin import AdminHandle, open_auth_store, reload_limits, start_admin
@@ -332,6 +333,7 @@ async def _serve(
                 "port": broker.port,
                 "mode": "kafka log" if settings.storage.log == "kafka" else "embedded",
                 "listeners": broker.ports,
+                "build": build.describe(),
             },
         )
         serving = asyncio.create_task(broker.serve_forever())

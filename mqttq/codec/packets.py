@@ -25,9 +25,19 @@ class Will:
     properties: Properties = field(default_factory=Properties)
 
 
+class _Packet:
+    """What every packet class has: its `packet_type`, a class attribute.
+
+    Each is set after its class rather than in the class body: mypyc would take a
+    `ClassVar` with a value in a dataclass body for a field (mypyc/mypyc#1122).
+    """
+
+    __slots__ = ()
+    packet_type: ClassVar[PacketType]
+
+
 @dataclass(slots=True)
-class ConnectPacket:
-    packet_type: ClassVar[PacketType] = PacketType.CONNECT
+class ConnectPacket(_Packet):
     client_id: str
     protocol_level: ProtocolLevel = ProtocolLevel.MQTT_5
     clean_start: bool = True
@@ -38,21 +48,25 @@ class ConnectPacket:
     properties: Properties = field(default_factory=Properties)
 
 
+ConnectPacket.packet_type = PacketType.CONNECT
+
+
 @dataclass(slots=True)
-class ConnackPacket:
+class ConnackPacket(_Packet):
     """For 3.x the writer maps `reason_code` to the matching ConnackReturnCode."""
 
-    packet_type: ClassVar[PacketType] = PacketType.CONNACK
     session_present: bool = False
     reason_code: ReasonCode = ReasonCode.SUCCESS
     properties: Properties = field(default_factory=Properties)
 
 
+ConnackPacket.packet_type = PacketType.CONNACK
+
+
 @dataclass(slots=True)
-class PublishPacket:
+class PublishPacket(_Packet):
     """`packet_id` is None exactly when qos == 0 [MQTT-2.2.1-2]."""
 
-    packet_type: ClassVar[PacketType] = PacketType.PUBLISH
     topic: str
     payload: bytes = b""
     qos: int = 0
@@ -62,36 +76,47 @@ class PublishPacket:
     properties: Properties = field(default_factory=Properties)
 
 
+PublishPacket.packet_type = PacketType.PUBLISH
+
+
 @dataclass(slots=True)
-class PubackPacket:
-    packet_type: ClassVar[PacketType] = PacketType.PUBACK
+class PubackPacket(_Packet):
     packet_id: int
     reason_code: ReasonCode = ReasonCode.SUCCESS
     properties: Properties = field(default_factory=Properties)
 
 
+PubackPacket.packet_type = PacketType.PUBACK
+
+
 @dataclass(slots=True)
-class PubrecPacket:
-    packet_type: ClassVar[PacketType] = PacketType.PUBREC
+class PubrecPacket(_Packet):
     packet_id: int
     reason_code: ReasonCode = ReasonCode.SUCCESS
     properties: Properties = field(default_factory=Properties)
 
 
+PubrecPacket.packet_type = PacketType.PUBREC
+
+
 @dataclass(slots=True)
-class PubrelPacket:
-    packet_type: ClassVar[PacketType] = PacketType.PUBREL
+class PubrelPacket(_Packet):
     packet_id: int
     reason_code: ReasonCode = ReasonCode.SUCCESS
     properties: Properties = field(default_factory=Properties)
 
 
+PubrelPacket.packet_type = PacketType.PUBREL
+
+
 @dataclass(slots=True)
-class PubcompPacket:
-    packet_type: ClassVar[PacketType] = PacketType.PUBCOMP
+class PubcompPacket(_Packet):
     packet_id: int
     reason_code: ReasonCode = ReasonCode.SUCCESS
     properties: Properties = field(default_factory=Properties)
+
+
+PubcompPacket.packet_type = PacketType.PUBCOMP
 
 
 @dataclass(slots=True)
@@ -106,67 +131,85 @@ class SubscriptionRequest:
 
 
 @dataclass(slots=True)
-class SubscribePacket:
-    packet_type: ClassVar[PacketType] = PacketType.SUBSCRIBE
+class SubscribePacket(_Packet):
     packet_id: int
     subscriptions: list[SubscriptionRequest]
     properties: Properties = field(default_factory=Properties)
 
 
+SubscribePacket.packet_type = PacketType.SUBSCRIBE
+
+
 @dataclass(slots=True)
-class SubackPacket:
+class SubackPacket(_Packet):
     """For 3.x, granted QoS 0-2 pass through and any error code is written as 0x80."""
 
-    packet_type: ClassVar[PacketType] = PacketType.SUBACK
     packet_id: int
     reason_codes: list[ReasonCode]
     properties: Properties = field(default_factory=Properties)
 
 
+SubackPacket.packet_type = PacketType.SUBACK
+
+
 @dataclass(slots=True)
-class UnsubscribePacket:
-    packet_type: ClassVar[PacketType] = PacketType.UNSUBSCRIBE
+class UnsubscribePacket(_Packet):
     packet_id: int
     topic_filters: list[str]
     properties: Properties = field(default_factory=Properties)
 
 
+UnsubscribePacket.packet_type = PacketType.UNSUBSCRIBE
+
+
 @dataclass(slots=True)
-class UnsubackPacket:
+class UnsubackPacket(_Packet):
     """3.x UNSUBACK has no payload; the writer drops `reason_codes` there."""
 
-    packet_type: ClassVar[PacketType] = PacketType.UNSUBACK
     packet_id: int
     reason_codes: list[ReasonCode] = field(default_factory=list)
     properties: Properties = field(default_factory=Properties)
 
 
-@dataclass(slots=True)
-class PingreqPacket:
-    packet_type: ClassVar[PacketType] = PacketType.PINGREQ
+UnsubackPacket.packet_type = PacketType.UNSUBACK
 
 
 @dataclass(slots=True)
-class PingrespPacket:
-    packet_type: ClassVar[PacketType] = PacketType.PINGRESP
+class PingreqPacket(_Packet):
+    """PINGREQ [MQTT-3.12]: no fields."""
+
+
+PingreqPacket.packet_type = PacketType.PINGREQ
 
 
 @dataclass(slots=True)
-class DisconnectPacket:
+class PingrespPacket(_Packet):
+    """PINGRESP [MQTT-3.13]: no fields."""
+
+
+PingrespPacket.packet_type = PacketType.PINGRESP
+
+
+@dataclass(slots=True)
+class DisconnectPacket(_Packet):
     """3.x DISCONNECT is empty; the writer drops reason code and properties there."""
 
-    packet_type: ClassVar[PacketType] = PacketType.DISCONNECT
     reason_code: ReasonCode = ReasonCode.NORMAL_DISCONNECTION
     properties: Properties = field(default_factory=Properties)
 
 
+DisconnectPacket.packet_type = PacketType.DISCONNECT
+
+
 @dataclass(slots=True)
-class AuthPacket:
+class AuthPacket(_Packet):
     """MQTT 5.0 only."""
 
-    packet_type: ClassVar[PacketType] = PacketType.AUTH
     reason_code: ReasonCode = ReasonCode.SUCCESS
     properties: Properties = field(default_factory=Properties)
+
+
+AuthPacket.packet_type = PacketType.AUTH
 
 
 Packet = (
@@ -186,3 +229,6 @@ Packet = (
     | DisconnectPacket
     | AuthPacket
 )
+
+
+AuthPacket.packet_type = PacketType.AUTH

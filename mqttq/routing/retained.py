@@ -18,6 +18,9 @@ class _Level:
         self.children: dict[str, _Level] = {}
         self.message: Message | None = None
 
+    def is_empty(self) -> bool:
+        return self.message is None and not self.children
+
 
 class RetainedIndex:
     """At most one retained message per topic name [MQTT-3.3.1-5].
@@ -69,8 +72,10 @@ class RetainedIndex:
             path.append((node, level))
             node = node.children[level]
         node.message = None
-        # Prune levels no other topic needs, so wildcard walks never visit dead branches.
-        while path and node.message is None and not node.children:
+        # Prune levels no other topic needs, so wildcard walks never visit dead branches. (A
+        # method, not `node.message is None` here: mypy would type that test None, narrowed
+        # by the line above, and mypyc's code would then refuse a parent holding a message.)
+        while path and node.is_empty():
             parent, level = path.pop()
             del parent.children[level]
             node = parent

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from mqttq import build
 from mqttq.config import ConfigFileError, env_var_name, iter_keys, load_settings
 
 REPO = Path(__file__).resolve().parents[2]
@@ -294,6 +295,7 @@ def test_json_logs_on_stderr_at_info(tmp_path: Path) -> None:
     listening = [record for record in records if record["msg"] == "listening"]
     assert listening, stderr
     assert listening[0]["port"] == port
+    assert listening[0]["build"] == build.describe()  # compiled or pure Python
     assert {"ts", "level", "logger", "msg"} <= listening[0].keys()
 
 

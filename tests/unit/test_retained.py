@@ -51,6 +51,16 @@ def test_delete_prunes_empty_levels() -> None:
     assert index.all() == []
 
 
+def test_delete_stops_pruning_at_a_level_holding_a_message() -> None:
+    """Pruning climbs from the deleted topic and stops at 'a/b', which holds a message (the
+    climb once raised TypeError in the mypyc build: mypy typed the test `None`)."""
+    index = _index("a/b", "a/b/c/d")
+    index.set("a/b/c/d", None)
+    assert _topics(index, "#") == ["a/b"]
+    assert index._root.children["a"].children["b"].children == {}
+    assert len(index) == 1
+
+
 def test_exact_filter() -> None:
     index = _index("a/b", "a/c", "a/b/c")
     assert _topics(index, "a/b") == ["a/b"]

@@ -1,0 +1,147 @@
+"""Which of mqttq's modules are compiled with mypyc, and whether their compiled form is current.
+
+`setup.py` compiles `COMPILED_MODULES` (the pure codec, protocol and routing layers) into C
+extensions placed next to their sources, and Python imports an extension in preference to
+the `.py` beside it. An editable install (`pip install -e .`) keeps the extensions in the
+source tree, so an edited source would keep running its old extension: `check()` finds that
+with a few `stat` calls (it imports none of those modules) and warns, naming the fix.
+
+Stdlib only: `setup.py` and `scripts/run-local.sh` run this file by path, before mqttq is
+installed. `python mqttq/build.py` prints one line saying which build the tree holds (run it
+by path: `import mqttq` imports this module, so `-m` would run it a second time).
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
+from typing import Final
+
+COMPILED_MODULES: Final = (
+    "mqttq.codec.enums",
+    "mqttq.codec.packets",
+    "mqttq.codec.primitives",
+    "mqttq.codec.properties",
+    "mqttq.codec.reader",
+    "mqttq.codec.writer",
+    # Message and Subscription: routing reads their fields for every message it routes.
+    "mqttq.model",
+    "mqttq.protocol.aliases",
+    "mqttq.protocol.app_pack",
+    "mqttq.protocol.connect",
+    "mqttq.protocol.connection",
+    "mqttq.protocol.inflight",
+    "mqttq.protocol.state",
+    "mqttq.routing.retained",
+    "mqttq.routing.router",
+    "mqttq.routing.topics",
+    "mqttq.routing.trie",
+)
+"""Modules `setup.py` compiles with mypyc: no I/O, no asyncio, typed throughout. Their
+classes must not be subclassed outside this list (a compiled method refuses an instance of
+an interpreted subclass). Hence not mqttq.errors: modules that stay interpreted subclass its
+exceptions (allowing that takes mypy_extensions at run time), and they are raised only on
+error paths."""
+
+SHARED_LIBRARY: Final = "mqttq.compiled__mypyc"
+"""The extension holding the code of every compiled module (each module's own extension is
+a shim that loads it); named by mypyc from the group name `mqttq.compiled`."""
+
+STALE_AFTER: Final = 2.0
+"""Seconds a source may be newer than its extension before it counts as edited since the
+build: a wheel install writes the files of one build within moments of each other."""
+
+PACKAGE_DIR: Final = Path(__file__).resolve().parent
+"""The directory this mqttq is loaded from; the functions below take another for tests."""
+
+
+def source_path(module: str, package_dir: Path = PACKAGE_DIR) -> Path:
+    """The `.py` file of an mqttq module."""
+    return package_dir.joinpath(*module.split(".")[1:]).with_suffix(".py")
+
+
+def extension_path(module: str, package_dir: Path = PACKAGE_DIR) -> Path | None:
+    """The extension Python would import for `module` instead of its source, if any."""
+    directory = package_dir.joinpath(*module.split(".")[1:-1])
+    name = module.rsplit(".", 1)[1]
+    for suffix in EXTENSION_SUFFIXES:
+        path = directory / f"{name}{suffix}"
+        if path.exists():
+            return path
+    return None
+
+
+def compiled_modules(package_dir: Path = PACKAGE_DIR) -> list[str]:
+    """The modules of `COMPILED_MODULES` that have an extension next to their source."""
+    return [m for m in COMPILED_MODULES if extension_path(m, package_dir) is not None]
+
+
+def stale_modules(package_dir: Path = PACKAGE_DIR) -> list[str]:
+    """Compiled modules whose source changed after their extension was built."""
+    compiled = compiled_modules(package_dir)
+    library = extension_path(SHARED_LIBRARY, package_dir)
+    if library is None:
+        return compiled  # shims without the code they load: none of them can work
+    built = library.stat().st_mtime + STALE_AFTER
+    stale = []
+    for module in compiled:
+        try:
+            if source_path(module, package_dir).stat().st_mtime > built:
+                stale.append(module)
+        except FileNotFoundError:
+            continue  # an installed extension without its source: nothing to compare
+    return stale
+
+
+def loaded_from_extension() -> dict[str, bool]:
+    """For each module of `COMPILED_MODULES` imported so far: True when it was loaded from
+    its compiled extension, False when from its `.py` source."""
+    loaded = {}
+    for module in COMPILED_MODULES:
+        imported = sys.modules.get(module)
+        if imported is not None:
+            path = getattr(imported, "__file__", None) or ""
+            loaded[module] = path.endswith(tuple(EXTENSION_SUFFIXES))
+    return loaded
+
+
+def describe(package_dir: Path = PACKAGE_DIR) -> str:
+    """'compiled', 'pure' or 'partial' (some extensions missing), with '+stale' when a
+    compiled module's source is newer than its extension: for `mqttq serve`'s start line."""
+    compiled = compiled_modules(package_dir)
+    if not compiled:
+        return "pure"
+    kind = "compiled" if len(compiled) == len(COMPILED_MODULES) else "partial"
+    return f"{kind}+stale" if stale_modules(package_dir) else kind
+
+
+def check(package_dir: Path = PACKAGE_DIR) -> None:
+    """Warn (RuntimeWarning) when a compiled module is older than its source: the code that
+    runs is not the code in the tree. Called when mqttq is imported."""
+    stale = stale_modules(package_dir)
+    if stale:
+        warnings.warn(
+            f"mqttq: compiled modules older than their source ({', '.join(stale)}): the old "
+            "code runs. Rebuild with `pip install -e .`, or use pure Python with "
+            "`MQTTQ_COMPILE=0 pip install -e .`",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+
+
+def _main(argv: list[str]) -> None:
+    if argv == ["--sources"]:  # for scripts/run-local.sh, relative to the repository root
+        for module in COMPILED_MODULES:
+            print(source_path(module).relative_to(PACKAGE_DIR.parent))
+        return
+    compiled = compiled_modules()
+    print(
+        f"mqttq {describe()}: {len(compiled)} of {len(COMPILED_MODULES)} modules compiled "
+        f"with mypyc, in {PACKAGE_DIR}"
+    )
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])
