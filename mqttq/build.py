@@ -13,13 +13,25 @@ by path: `import mqttq` imports this module, so `-m` would run it a second time)
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import warnings
-from importlib.machinery import EXTENSION_SUFFIXES
+from collections.abc import Sequence
+from importlib.machinery import EXTENSION_SUFFIXES, ModuleSpec
 from pathlib import Path
 from typing import Final
 
 COMPILED_MODULES: Final = (
+    # The broker's per-message path: a connection's reads and writes, dispatch, routing into
+    # sessions, delivery, the storage batchers (about a fifth of a message's CPU once the
+    # layers below are compiled; benchmarks/broker_inproc.py).
+    "mqttq.broker.client",
+    "mqttq.broker.dispatch",
+    "mqttq.broker.encoded",
+    "mqttq.broker.hub",
+    "mqttq.broker.pending",
+    "mqttq.broker.plain_tcp",
+    "mqttq.broker.session",
     "mqttq.codec.enums",
     "mqttq.codec.packets",
     "mqttq.codec.primitives",
@@ -39,7 +51,8 @@ COMPILED_MODULES: Final = (
     "mqttq.routing.topics",
     "mqttq.routing.trie",
 )
-"""Modules `setup.py` compiles with mypyc: no I/O, no asyncio, typed throughout. Their
+"""Modules `setup.py` compiles with mypyc: the pure layers (no I/O, no asyncio) and the
+broker's hot path, typed throughout. Their
 classes must not be subclassed outside this list (a compiled method refuses an instance of
 an interpreted subclass). Hence not mqttq.errors: modules that stay interpreted subclass its
 exceptions (allowing that takes mypy_extensions at run time), and they are raised only on
@@ -113,6 +126,8 @@ def describe(package_dir: Path = PACKAGE_DIR) -> str:
     compiled = compiled_modules(package_dir)
     if not compiled:
         return "pure"
+    if any(isinstance(finder, _SourceFinder) for finder in sys.meta_path):
+        return f"pure ({PURE_ENV}=1)"
     kind = "compiled" if len(compiled) == len(COMPILED_MODULES) else "partial"
     return f"{kind}+stale" if stale_modules(package_dir) else kind
 
@@ -129,6 +144,34 @@ def check(package_dir: Path = PACKAGE_DIR) -> None:
             RuntimeWarning,
             stacklevel=2,
         )
+
+
+PURE_ENV: Final = "MQTTQ_PURE"
+"""`MQTTQ_PURE=1` in the environment: this process (and every mqttq process it starts, which
+inherits the variable) runs the compiled modules from their sources, whatever is built."""
+
+
+class _SourceFinder:
+    """Finds the compiled modules' `.py` files ahead of the path finder, which would take the
+    extensions next to them; refuses mypyc's shared library."""
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: object = None
+    ) -> ModuleSpec | None:
+        if fullname == SHARED_LIBRARY:
+            raise ImportError(f"{fullname} is compiled code: refused with {PURE_ENV}=1")
+        if fullname not in COMPILED_MODULES or not path:
+            return None
+        source = Path(path[0]) / f"{fullname.rpartition('.')[2]}.py"
+        return importlib.util.spec_from_file_location(fullname, source)
+
+
+def use_sources() -> None:
+    """Import the compiled modules from their sources from now on (before any of them is
+    imported: one already loaded stays as it is). Called when mqttq is imported with
+    `MQTTQ_PURE=1`."""
+    if not any(isinstance(finder, _SourceFinder) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _SourceFinder())
 
 
 def _main(argv: list[str]) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from mqttq.build import PURE_ENV
 from tests.integration.helpers import (
     Clients,
 )
@@ -113,6 +114,8 @@ def _broker_env() -> dict[str, str]:
     # (and its admin API on a free port).
     env = {key: value for key, value in os.environ.items() if not key.startswith("MQTTQ_")}
     env["MQTTQ_ADMIN__PORT"] = "0"
+    if PURE_ENV in os.environ:  # not a setting: which build runs (tests/pure_python.py)
+        env[PURE_ENV] = os.environ[PURE_ENV]
     return env
 
 

@@ -2,44 +2,27 @@
 
 `python -m pytest -p tests.pure_python ...` imports every module of
 `mqttq.build.COMPILED_MODULES` from its source even where its mypyc extension sits next to
-it, and refuses mypyc's shared library, so the tests run on pure Python whatever build is
-installed. With MQTTQ_TEST_PURE_REPORT=PATH it writes a JSON report there at the end of the
-session: the number of tests collected, their outcomes, and where each of those modules was
-loaded from. `tests/integration/test_build.py` runs the pure layers' tests this way.
+it, and refuses mypyc's shared library (`mqttq.build.use_sources`, as `MQTTQ_PURE=1` does),
+so the tests, and the brokers they start, run on pure Python whatever build is installed.
+With MQTTQ_TEST_PURE_REPORT=PATH it writes a JSON report there at the end of the session:
+the number of tests collected, their outcomes, and where each of those modules was loaded
+from. `tests/integration/test_pure_python.py` runs tests this way.
 """
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import os
 import sys
 from collections import Counter
-from collections.abc import Sequence
-from importlib.abc import MetaPathFinder
-from importlib.machinery import ModuleSpec
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
-from mqttq.build import COMPILED_MODULES, SHARED_LIBRARY, loaded_from_extension
+from mqttq.build import COMPILED_MODULES, PURE_ENV, loaded_from_extension, use_sources
 
 REPORT_ENV = "MQTTQ_TEST_PURE_REPORT"
-
-
-class _SourceFinder(MetaPathFinder):
-    """Finds the compiled modules' `.py` files, ahead of the path finder's extensions."""
-
-    def find_spec(
-        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> ModuleSpec | None:
-        if fullname == SHARED_LIBRARY:
-            raise ImportError(f"{fullname} is compiled code: refused in a pure-Python run")
-        if fullname not in COMPILED_MODULES or not path:
-            return None
-        source = Path(path[0]) / f"{fullname.rpartition('.')[2]}.py"
-        return importlib.util.spec_from_file_location(fullname, source)
 
 
 class _Report:
@@ -71,11 +54,20 @@ class _Report:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_load_initial_conftests() -> None:
-    """Before any conftest (which imports mqttq) is loaded."""
+    """Before any conftest (which imports mqttq) is loaded. The brokers the tests start
+    inherit MQTTQ_PURE=1 and run pure Python too."""
     imported = sorted(name for name in COMPILED_MODULES if name in sys.modules)
     if imported:
         raise pytest.UsageError(f"tests.pure_python came after {imported} were imported")
-    sys.meta_path.insert(0, _SourceFinder())
+    os.environ[PURE_ENV] = "1"
+    use_sources()
+
+
+def pytest_sessionstart() -> None:
+    """Every compiled module from its source now, also those that only the brokers the
+    tests start would use: the report then covers all of them."""
+    for module in COMPILED_MODULES:
+        importlib.import_module(module)
 
 
 def pytest_configure(config: pytest.Config) -> None:

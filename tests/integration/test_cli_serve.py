@@ -37,6 +37,8 @@ def clean_env(**extra: str) -> dict[str, str]:
     """The test's environment without MQTTQ_* settings a developer may have exported."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("MQTTQ_")}
     env["MQTTQ_ADMIN__PORT"] = "0"  # brokers run side by side: never the fixed default port
+    if build.PURE_ENV in os.environ:  # not a setting: which build runs (tests/pure_python.py)
+        env[build.PURE_ENV] = os.environ[build.PURE_ENV]
     env.update(extra)
     return env
 

@@ -1,10 +1,12 @@
-"""The pure layers' own tests, run a second time on pure Python.
+"""The compiled modules' own tests, run a second time on pure Python.
 
 The suite runs on whatever build is installed (mypyc-compiled when a C compiler is there).
-This runs the codec, protocol and routing tests (unit and Hypothesis property tests) again
-in a subprocess that imports those modules from their `.py` sources (tests/pure_python.py),
-and checks that every test the installed build collects passed there too, so that both
-builds are shown to behave the same.
+This runs the codec, protocol and routing tests (unit and Hypothesis property tests), the
+broker's unit tests and two files of broker integration tests (persistent sessions and
+their backlogs, topic aliases: real brokers, started with MQTTQ_PURE=1) again in a
+subprocess that imports those modules from their `.py` sources (tests/pure_python.py), and
+checks that every test the installed build collects passed there too, so that both builds
+are shown to behave the same. The start-line test shows that the brokers ran pure Python.
 """
 
 from __future__ import annotations
@@ -38,8 +40,15 @@ PURE_LAYER_TESTS = (
     "tests/property/test_hot_paths.py",
     "tests/property/test_routing_props.py",
     "tests/property/test_state_table.py",
+    "tests/unit/test_broker_pending.py",
+    "tests/unit/test_cluster_node.py",
+    "tests/unit/test_plain_tcp.py",
+    "tests/integration/test_session.py",
+    "tests/integration/test_aliases.py",
+    # Its start line names the build: "pure (MQTTQ_PURE=1)" here, in the test and the broker.
+    "tests/integration/test_cli_serve.py::test_json_logs_on_stderr_at_info",
 )
-"""The tests of the modules in COMPILED_MODULES."""
+"""The tests of the modules in COMPILED_MODULES (the integration tests' brokers run them)."""
 
 
 def _pytest(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -49,13 +58,13 @@ def _pytest(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
         env=env,
         capture_output=True,
         text=True,
-        timeout=280,
+        timeout=400,
         check=False,
     )
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(300)  # two pytest runs on a loaded machine: a hang guard, not a speed bound
+@pytest.mark.timeout(420)  # two pytest runs on a loaded machine: a hang guard, not a speed bound
 def test_pure_layer_tests_pass_on_pure_python(tmp_path: Path) -> None:
     collected = _pytest("--collect-only", *PURE_LAYER_TESTS)
     assert collected.returncode == 0, collected.stdout + collected.stderr

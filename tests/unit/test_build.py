@@ -9,7 +9,10 @@ mypyc extension. The others build a fake package directory and never touch the r
 from __future__ import annotations
 
 import importlib
+import json
 import os
+import subprocess
+import sys
 from importlib.machinery import EXTENSION_SUFFIXES
 from pathlib import Path
 
@@ -99,3 +102,18 @@ def test_shims_without_the_shared_library_are_stale(tmp_path: Path) -> None:
 def test_check_is_silent_on_a_fresh_build(tmp_path: Path, recwarn: pytest.WarningsRecorder) -> None:
     build.check(_package(tmp_path, compiled=True))
     assert len(recwarn) == 0
+
+
+def test_mqttq_pure_runs_every_compiled_module_from_its_source() -> None:
+    script = (
+        "import importlib, json, mqttq.build as b;"
+        "[importlib.import_module(m) for m in b.COMPILED_MODULES];"
+        "print(json.dumps([b.loaded_from_extension(), b.describe()]))"
+    )
+    env = {**os.environ, build.PURE_ENV: "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True
+    )
+    loaded, described = json.loads(done.stdout)
+    assert loaded == dict.fromkeys(COMPILED_MODULES, False)
+    assert described in {"pure", "pure (MQTTQ_PURE=1)"}  # "pure": nothing is built
