@@ -174,17 +174,21 @@ def use_sources() -> None:
         sys.meta_path.insert(0, _SourceFinder())
 
 
-def _main(argv: list[str]) -> None:
-    if argv == ["--sources"]:  # for scripts/run-local.sh, relative to the repository root
+def _main(argv: list[str]) -> int:
+    # --sources and --fresh are for scripts/run-local.sh.
+    if argv == ["--sources"]:  # relative to the repository root
         for module in COMPILED_MODULES:
             print(source_path(module).relative_to(PACKAGE_DIR.parent))
-        return
+        return 0
+    if argv == ["--fresh"]:  # exit status 1 when a compiled module is stale
+        return 1 if stale_modules() else 0
     compiled = compiled_modules()
     print(
         f"mqttq {describe()}: {len(compiled)} of {len(COMPILED_MODULES)} modules compiled "
         f"with mypyc, in {PACKAGE_DIR}"
     )
+    return 0
 
 
 if __name__ == "__main__":
-    _main(sys.argv[1:])
+    sys.exit(_main(sys.argv[1:]))

@@ -37,7 +37,9 @@ ensure_venv() {
     fi
     # Reinstall when the dependencies, the extras or the build change. Most code changes need
     # nothing (editable install), but the modules mypyc compiles run from extensions built at
-    # install time: an edit to one of their sources needs a new build (see mqttq/build.py).
+    # install time: an edit to one of their sources needs a new build (see mqttq/build.py),
+    # and so does a source rewritten as it was (a branch switched and back): mqttq would warn
+    # at every import that its extension is older.
     local stamp=$VENV/.mqttq-install
     local digest installed="" sources
     sources=$("$VENV/bin/python" "$ROOT/mqttq/build.py" --sources) || return 1
@@ -49,7 +51,8 @@ ensure_venv() {
     )
     [[ -f $stamp ]] && installed=$(<"$stamp")
     # "<digest> <extras>": an install with extras also serves a run without them.
-    if [[ $installed == "$digest ${extras:-}" || (-z $extras && $installed == "$digest "*) ]]; then
+    if [[ $installed == "$digest ${extras:-}" || (-z $extras && $installed == "$digest "*) ]] &&
+        "$VENV/bin/python" "$ROOT/mqttq/build.py" --fresh; then
         return 0
     fi
     echo "installing mqttq${extras:+[$extras]} into $VENV" >&2

@@ -23,7 +23,7 @@ import pytest
 from mqttq.build import COMPILED_MODULES
 from tests.pure_python import REPORT_ENV
 
-ROOT = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[2]
 
 PURE_LAYER_TESTS = (
     "tests/unit/test_codec_reader.py",
@@ -54,7 +54,7 @@ PURE_LAYER_TESTS = (
 def _pytest(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
-        cwd=ROOT,
+        cwd=REPO,
         env=env,
         capture_output=True,
         text=True,

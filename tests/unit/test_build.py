@@ -33,7 +33,8 @@ def test_compiled_modules_are_imported() -> None:
     if not EXPECT_COMPILED and not any(loaded.values()):
         pytest.skip("a pure-Python install (MQTTQ_TEST_EXPECT_COMPILED is not 1)")
     # A compiled install (expected, or found) has every module compiled, none stale.
-    assert [module for module, compiled in loaded.items() if not compiled] == []
+    from_source = [module for module, compiled in loaded.items() if not compiled]
+    assert from_source == [], "not compiled (the mypyc build failed? `pip install -v -e .`)"
     assert build.describe() == "compiled"
     assert build.stale_modules() == []
 
