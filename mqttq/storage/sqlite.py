@@ -11,8 +11,10 @@ packet ids in one queue never collide, and the last serial / packet id survive a
 queue (only `clear` and `delete_session` reset them).
 
 Message-once (schema 5, `sqlite_schema`): a message the broker hands to N sessions is
-written as one body and N small entry rows, so a fan-out commits 1 JSON text instead of N;
-a body no entry points at any more is removed by a sweep the writer runs when idle.
+written as one body, so a fan-out commits 1 JSON text instead of N; a body no entry points
+at any more is removed by a sweep the writer runs when idle. Runs (schema 6,
+`sqlite_runs`): the entries one call queues for one client are one row, so a fan-out of M
+messages to N sessions in one call is N rows, not M x N.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ import json
 import logging
 import sqlite3
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +38,7 @@ from mqttq.storage.session_json import (
     will_to_json,
 )
 from mqttq.storage.sqlite_bodies import MessageBodies
+from mqttq.storage.sqlite_runs import INDEX_LIMIT, ClientQueue, QueueIndex, live_entries
 from mqttq.storage.sqlite_writer import SqliteReader, SqliteWriter, WriterStatistics
 
 _log = logging.getLogger(__name__)
@@ -44,16 +46,6 @@ _log = logging.getLogger(__name__)
 _ENQUEUE_CHUNK = 2000
 """Entries per commit when a loop iteration's fan-out is large: at ~3.5 us an entry a
 chunk's job takes ~7 ms, a commit (fsync) ~2-3 ms, so the commits add about a quarter."""
-
-
-@dataclass(slots=True)
-class _Counters:
-    """A client's counters as committed (or about to be, in the running batch)."""
-
-    last_serial: int
-    last_packet_id: int
-    count: int
-    """Entries in the client's queue, expired ones included until fetch drops them."""
 
 
 class SqliteStorage:
@@ -71,14 +63,16 @@ class SqliteStorage:
         queue_limit: int = 10000,
         queue_full_policy: QueueFullPolicy = QueueFullPolicy.DROP_OLDEST,
         commit_interval: float = 0.002,
+        index_limit: int = INDEX_LIMIT,
     ) -> None:
         """`queue_limit` (1..65535, else ValueError) bounds each client's queue;
-        `commit_interval` is how long the writer waits to gather more jobs into a commit."""
+        `commit_interval` is how long the writer waits to gather more jobs into a commit;
+        `index_limit` bounds the live entries the writer indexes in memory."""
         check_queue_limit(queue_limit)
         self._limit = queue_limit
         self._policy = queue_full_policy
         # Touched only on the writer thread; dropped whenever a job or commit rolls back.
-        self._counters: dict[str, _Counters] = {}
+        self._runs = QueueIndex(index_limit)
         self._reader = SqliteReader(Path(path))
         self._bodies = MessageBodies()
         """Message bodies read lately (reader thread only): a drain of N sessions holding
@@ -92,7 +86,7 @@ class SqliteStorage:
             Path(path),
             commit_interval=commit_interval,
             max_weight=_ENQUEUE_CHUNK,
-            on_rollback=self._counters.clear,
+            on_rollback=self._runs.clear_cache,
             on_idle=self._sweep_if_due,
         )
 
@@ -173,7 +167,7 @@ class SqliteStorage:
 
     async def mark_pubrel(self, client_id: str, packet_id: int) -> None:
         """Mark the entry as awaiting PUBCOMP [MQTT-4.3.3]; message and expiry are kept."""
-        await self._writer.submit(_statement(_MARK_PUBREL, (client_id, packet_id)))
+        await self._writer.submit(lambda conn: self._runs.mark_pubrel(conn, client_id, packet_id))
 
     async def clear(self, client_id: str) -> None:
         """Delete the client's queue and counters: the next entry gets packet id 1."""
@@ -228,26 +222,6 @@ class SqliteStorage:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
 
-    def _state(self, conn: sqlite3.Connection, client_id: str) -> _Counters:
-        state = self._counters.get(client_id)
-        if state is None:
-            row = conn.execute(
-                "SELECT last_serial, last_packet_id FROM counters WHERE client_id = ?",
-                (client_id,),
-            ).fetchone()
-            (count,) = conn.execute(
-                "SELECT COUNT(*) FROM queue WHERE client_id = ?", (client_id,)
-            ).fetchone()
-            last_serial, last_packet_id = row if row is not None else (0, 0)
-            state = self._counters[client_id] = _Counters(last_serial, last_packet_id, count)
-        return state
-
-    def _forget(self, client_id: str, deleted: int) -> None:
-        self._deleted += deleted
-        state = self._counters.get(client_id)
-        if state is not None and deleted > 0:
-            state.count -= deleted
-
     def _enqueue(
         self, conn: sqlite3.Connection, items: list[tuple[str, Message]]
     ) -> list[QueuedMessage | None]:
@@ -256,13 +230,13 @@ class SqliteStorage:
         for index, (client_id, _message) in enumerate(items):
             by_client.setdefault(client_id, []).append(index)
         limit = self._limit
+        runs = self._runs
         body_of = _insert_bodies(conn, items)
-        rows: list[tuple[str, int, int, int, float | None]] = []
         counters = []
         for client_id, wanted in by_client.items():
-            state = self._state(conn, client_id)
+            queue = runs.queue(conn, client_id)
             if self._policy is QueueFullPolicy.REJECT_NEW:
-                kept = wanted[: max(0, limit - state.count)]
+                kept = wanted[: max(0, limit - queue.count)]
                 if not kept:
                     continue
             else:
@@ -270,66 +244,31 @@ class SqliteStorage:
                 # trimmed at once, so they get their ids but are never written.
                 kept = wanted[-limit:]
                 for index in wanted[: len(wanted) - len(kept)]:
-                    state.last_serial += 1
-                    state.last_packet_id = state.last_packet_id % 65535 + 1
+                    queue.last_serial += 1
+                    queue.last_packet_id = queue.last_packet_id % 65535 + 1
                     results[index] = QueuedMessage(
-                        state.last_serial, state.last_packet_id, items[index][1]
+                        queue.last_serial, queue.last_packet_id, items[index][1]
                     )
                 # Trim before assigning ids, so that enough of them are free.
-                excess = state.count + len(kept) - limit
+                excess = queue.count + len(kept) - limit
                 if excess > 0:
-                    conn.execute(_DROP_OLDEST, (client_id, client_id, excess))
+                    runs.drop_oldest(conn, client_id, queue, excess)
                     self._deleted += excess
-                    state.count -= excess
-            for index, (serial, packet_id) in zip(
-                kept, self._next_ids(conn, client_id, state, len(kept)), strict=True
-            ):
+            run = []
+            for index, (serial, packet_id) in zip(kept, _next_ids(queue, len(kept)), strict=True):
                 message = items[index][1]
                 results[index] = QueuedMessage(serial, packet_id, message)
-                rows.append(
-                    (client_id, serial, packet_id, body_of[id(message)], message.expires_at)
-                )
-            state.count += len(kept)
-            counters.append((client_id, state.last_serial, state.last_packet_id))
-        conn.executemany(_INSERT_ENTRY, rows)
+                run.append((serial, packet_id, body_of[id(message)], message.expires_at))
+            runs.append(conn, client_id, queue, run)
+            counters.append((client_id, queue.last_serial, queue.last_packet_id))
         conn.executemany(_SAVE_COUNTERS, counters)
         return results
-
-    def _next_ids(
-        self, conn: sqlite3.Connection, client_id: str, state: _Counters, n: int
-    ) -> list[tuple[int, int]]:
-        """`n` new (serial, packet id) pairs. An id still held by an entry of the queue
-        (one left unacknowledged while 65535 later ones passed) is skipped, so no two
-        entries of a queue ever share a packet id [MQTT-2.2.1-4]."""
-        assigned: list[tuple[int, int]] = []
-        while len(assigned) < n:
-            first = state.last_packet_id % 65535 + 1
-            candidates = [(first + i - 1) % 65535 + 1 for i in range(n - len(assigned))]
-            used = self._used_ids(conn, client_id, candidates[0], candidates[-1], state)
-            for packet_id in candidates:
-                state.last_packet_id = packet_id
-                if packet_id not in used:
-                    state.last_serial += 1
-                    assigned.append((state.last_serial, packet_id))
-        return assigned
-
-    @staticmethod
-    def _used_ids(
-        conn: sqlite3.Connection, client_id: str, low: int, high: int, state: _Counters
-    ) -> set[int]:
-        if state.count == 0:
-            return set()
-        if low <= high:
-            rows = conn.execute(_USED_IDS, (client_id, low, high))
-        else:  # the range wraps past 65535
-            rows = conn.execute(_USED_IDS_WRAPPED, (client_id, low, high))
-        return {packet_id for (packet_id,) in rows}
 
     def _fetch(
         self, conn: sqlite3.Connection, client_id: str, now: float
     ) -> tuple[list[QueuedMessage], bool]:
         """(entries not expired at `now`, whether some were expired); reader thread."""
-        rows = conn.execute(_FETCH, (client_id,)).fetchall()
+        rows = list(live_entries(conn.execute(_FETCH, (client_id,))))
         live = [row for row in rows if row[4] is None or now < row[4]]
         expired = len(live) < len(rows)
         wanted = {row[3] for row in live}
@@ -349,20 +288,15 @@ class SqliteStorage:
         by_client: dict[str, list[int]] = {}
         for client_id, packet_id in entries:
             by_client.setdefault(client_id, []).append(packet_id)
-        # One DELETE per client (and per 500 ids: SQLite bounds the parameters).
         for client_id, packet_ids in by_client.items():
-            for start in range(0, len(packet_ids), _REMOVE_CHUNK):
-                chunk = packet_ids[start : start + _REMOVE_CHUNK]
-                sql = _REMOVE_MANY.format(ids=",".join("?" * len(chunk)))
-                self._forget(client_id, conn.execute(sql, (client_id, *chunk)).rowcount)
+            self._deleted += self._runs.remove(conn, client_id, packet_ids)
 
     def _delete_expired(self, conn: sqlite3.Connection, client_id: str, now: float) -> None:
-        self._forget(client_id, conn.execute(_DELETE_EXPIRED, (client_id, now)).rowcount)
+        self._deleted += self._runs.delete_expired(conn, client_id, now)
 
     def _clear(self, conn: sqlite3.Connection, client_id: str) -> None:
-        self._deleted += conn.execute(_CLEAR_QUEUE, (client_id,)).rowcount
+        self._deleted += self._runs.clear(conn, client_id)
         conn.execute("DELETE FROM counters WHERE client_id = ?", (client_id,))
-        self._counters[client_id] = _Counters(0, 0, 0)
 
 
 _SAVE_SESSION = (
@@ -374,35 +308,31 @@ _SET_RETAINED = (
     "INSERT OR REPLACE INTO retained (tenant, topic, message, expires_at) VALUES (?, ?, ?, ?)"
 )
 _CLEAR_RETAINED = "DELETE FROM retained WHERE tenant = ? AND topic = ?"
-_INSERT_ENTRY = (
-    "INSERT INTO queue (client_id, serial, packet_id, pubrel, message_id, expires_at)"
-    " VALUES (?, ?, ?, 0, ?, ?)"
-)
 _INSERT_BODY = "INSERT INTO messages (body) VALUES (?)"
 # Not correlated: SQLite reads the referenced ids once into a temporary index.
 _SWEEP = "DELETE FROM messages WHERE id NOT IN (SELECT message_id FROM queue)"
 _SWEEP_MIN = 4096
 """Entries deleted before a sweep is worth its scan, however small the queues."""
 _SAVE_COUNTERS = "INSERT OR REPLACE INTO counters VALUES (?, ?, ?)"
-_DROP_OLDEST = (
-    "DELETE FROM queue WHERE client_id = ? AND serial IN"
-    " (SELECT serial FROM queue WHERE client_id = ? ORDER BY serial LIMIT ?)"
-    ""
-)
-_CLEAR_QUEUE = "DELETE FROM queue WHERE client_id = ?"
-_USED_IDS = "SELECT packet_id FROM queue WHERE client_id = ? AND packet_id BETWEEN ? AND ?"
-_USED_IDS_WRAPPED = (
-    "SELECT packet_id FROM queue WHERE client_id = ? AND (packet_id >= ? OR packet_id <= ?)"
-)
-_FETCH = (
-    "SELECT serial, packet_id, pubrel, message_id, expires_at FROM queue"
-    " WHERE client_id = ? ORDER BY serial"
-)
-_DELETE_EXPIRED = "DELETE FROM queue WHERE client_id = ? AND expires_at <= ?"
-_REMOVE_MANY = "DELETE FROM queue WHERE client_id = ? AND packet_id IN ({ids})"
-_REMOVE_CHUNK = 500
-# The body is shared between sessions: the entry's state is its `pubrel` column alone.
-_MARK_PUBREL = "UPDATE queue SET pubrel = 1 WHERE client_id = ? AND packet_id = ?"
+_FETCH = "SELECT first_serial, entries FROM runs WHERE client_id = ? ORDER BY first_serial"
+
+
+def _next_ids(queue: ClientQueue, n: int) -> list[tuple[int, int]]:
+    """`n` new (serial, packet id) pairs. An id still held by an entry of the queue (one
+    left unacknowledged while 65535 later ones passed) is skipped, so no two entries of a
+    queue ever share a packet id [MQTT-2.2.1-4]."""
+    assigned: list[tuple[int, int]] = []
+    used = queue.serial_of
+    serial = queue.last_serial
+    packet_id = queue.last_packet_id
+    while len(assigned) < n:
+        packet_id = packet_id % 65535 + 1
+        if packet_id not in used:
+            serial += 1
+            assigned.append((serial, packet_id))
+    queue.last_serial = serial
+    queue.last_packet_id = packet_id
+    return assigned
 
 
 def _insert_bodies(conn: sqlite3.Connection, items: list[tuple[str, Message]]) -> dict[int, int]:

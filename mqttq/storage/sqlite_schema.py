@@ -1,7 +1,8 @@
 """The SQLite schema of the embedded store, its version, and how a connection is opened.
 
 One file holds everything: sessions (subscriptions as JSON), the per-client outgoing queues
-(small rows pointing at message bodies stored once, as TBMQ-form JSON, see `codec_json`),
+(runs of entries pointing at message bodies stored once, as TBMQ-form JSON, see
+`codec_json` and `sqlite_runs`),
 the per-client counters and the retained messages. `schema_version` records which layout
 the file has, so a later mqttq can migrate it and an older one refuses to touch a newer file.
 """
@@ -14,10 +15,11 @@ from typing import Final
 
 from mqttq.errors import StorageError
 
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 """1: the first layout; 2: sessions and retained messages carry their tenant; 3: sessions
 keep their will and the inbound QoS 2 ids awaiting PUBREL; 4: application_session_ctx;
-5: message-once queues (a body per message in `messages`, small `queue` rows)."""
+5: message-once queues (a body per message in `messages`, small `queue` rows);
+6: a row per run of a client's entries (`runs`), `queue` a view of their live entries."""
 
 MESSAGES_TABLE: Final = """CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -26,7 +28,28 @@ MESSAGES_TABLE: Final = """CREATE TABLE IF NOT EXISTS messages (
 """Queued message bodies: TBMQ-form JSON (`codec_json`, `clientId` "" and `packetId` 0:
 the entry's own values are in its `queue` row)."""
 
-QUEUE_TABLE: Final = """CREATE TABLE IF NOT EXISTS queue (
+RUNS_TABLE: Final = """CREATE TABLE IF NOT EXISTS runs (
+    client_id TEXT NOT NULL,
+    first_serial INTEGER NOT NULL,
+    entries TEXT NOT NULL,
+    PRIMARY KEY (client_id, first_serial)
+) WITHOUT ROWID"""
+"""The entries one `enqueue` call queued for one client, serials consecutive from
+`first_serial`: a JSON array of `[packet_id, message_id, expires_at, pubrel]`, `null`
+where an entry is gone (see `sqlite_runs`)."""
+
+QUEUE_VIEW: Final = """CREATE VIEW IF NOT EXISTS queue AS
+SELECT runs.client_id AS client_id,
+    runs.first_serial + entry.key AS serial,
+    json_extract(entry.value, '$[0]') AS packet_id,
+    json_extract(entry.value, '$[3]') AS pubrel,
+    json_extract(entry.value, '$[1]') AS message_id,
+    json_extract(entry.value, '$[2]') AS expires_at
+FROM runs, json_each(runs.entries) AS entry
+WHERE entry.type = 'array'"""
+"""Every live entry as one row, in the columns of schema 5's table: for SQL readers."""
+
+_QUEUE_V5: Final = """CREATE TABLE IF NOT EXISTS queue (
     client_id TEXT NOT NULL,
     serial INTEGER NOT NULL,
     packet_id INTEGER NOT NULL,
@@ -35,7 +58,7 @@ QUEUE_TABLE: Final = """CREATE TABLE IF NOT EXISTS queue (
     expires_at REAL,
     PRIMARY KEY (client_id, serial)
 ) WITHOUT ROWID"""
-"""One entry of a session's queue; `message_id` is its body in `messages`."""
+"""Schema 5: one entry of a session's queue; `message_id` is its body in `messages`."""
 
 _QUEUE_V4: Final = """CREATE TABLE IF NOT EXISTS queue (
     id INTEGER PRIMARY KEY,
@@ -78,11 +101,11 @@ _TABLES: Final = (
     # an entry stays one B-tree operation per index. AUTOINCREMENT: an id is never
     # reused, so a reader may remember a body by its id.
     MESSAGES_TABLE,
-    # serial only grows per client, across the packet-id wrap: it alone orders a queue,
-    # and is its key (no rowid: one B-tree fewer to update per entry).
-    QUEUE_TABLE,
-    # Unique: the adapter never lets two entries of a queue share a packet id.
-    "CREATE UNIQUE INDEX IF NOT EXISTS queue_packet_id ON queue (client_id, packet_id)",
+    # serial only grows per client, across the packet-id wrap: a run's first serial orders
+    # a queue, and is its key (no rowid: one B-tree to update per run). No index on packet
+    # ids: the writer keeps them in memory (`sqlite_runs.QueueIndex`).
+    RUNS_TABLE,
+    QUEUE_VIEW,
     # Kept when the queue empties, so packet ids continue instead of restarting at 1.
     """CREATE TABLE IF NOT EXISTS counters (
         client_id TEXT PRIMARY KEY,
@@ -130,11 +153,21 @@ _UPGRADES: Final[dict[int, tuple[str, ...]]] = {
         "DROP INDEX IF EXISTS queue_serial",
         "DROP INDEX IF EXISTS queue_packet_id",
         MESSAGES_TABLE,
-        QUEUE_TABLE,
+        _QUEUE_V5,
         "INSERT INTO messages (id, body) SELECT id, message FROM queue_v4",
         "INSERT INTO queue (client_id, serial, packet_id, pubrel, message_id, expires_at)"
         " SELECT client_id, serial, packet_id, pubrel, id, expires_at FROM queue_v4",
         "DROP TABLE queue_v4",
+    ),
+    # 5 -> 6: each entry becomes a run of one (runs are an optimisation of later writes;
+    # the entries keep their serials, ids and state).
+    5: (
+        RUNS_TABLE,
+        "INSERT INTO runs (client_id, first_serial, entries)"
+        " SELECT client_id, serial, json_array(json_array(packet_id, message_id, expires_at,"
+        " pubrel)) FROM queue",
+        "DROP TABLE queue",
+        QUEUE_VIEW,
     ),
 }
 """Statements that bring a file of version N to N + 1."""

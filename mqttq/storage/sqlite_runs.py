@@ -1,0 +1,253 @@
+"""A client's queue as runs (schema 6, `sqlite_schema`): the writer thread's side.
+
+One `enqueue` call writes, for each client it names, ONE `runs` row holding all of that
+client's new entries as a JSON array (`[packet_id, message_id, expires_at, pubrel]` each),
+keyed by the serial of its first entry: entry i of a run has serial `first_serial + i`.
+A fan-out of 100 messages to 100 sessions, enqueued in 5 calls, is 500 rows, not 10,000:
+what SQLite costs is per row (a B-tree insert, a page touched), so the entries come cheap.
+
+Acknowledged (or trimmed, or expired) entries become `null` in place, so positions and
+serials never move; a run with no live entry left is deleted. The writer finds the run of
+a packet id through `ClientQueue`, an index of each client's live entries kept in memory
+(bounded: least recently used clients are dropped and read again when next needed).
+
+The `queue` view (`sqlite_schema.QUEUE_VIEW`) shows the live entries as one row each, for
+SQL readers (the Spark report, the body sweep, tests).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator
+from typing import Any, Final
+
+__all__ = ["INDEX_LIMIT", "ClientQueue", "QueueIndex", "live_entries"]
+
+INDEX_LIMIT: Final = 1_000_000
+"""Live entries the writer indexes at most (about 70 B each); beyond, whole clients go."""
+
+_SELECT_RUNS: Final = (
+    "SELECT first_serial, entries FROM runs WHERE client_id = ? ORDER BY first_serial"
+)
+_SELECT_RUN: Final = "SELECT entries FROM runs WHERE client_id = ? AND first_serial = ?"
+_INSERT_RUN: Final = "INSERT INTO runs (client_id, first_serial, entries) VALUES (?, ?, ?)"
+_UPDATE_RUN: Final = "UPDATE runs SET entries = ? WHERE client_id = ? AND first_serial = ?"
+_DELETE_RUN: Final = "DELETE FROM runs WHERE client_id = ? AND first_serial = ?"
+_CLEAR: Final = "DELETE FROM runs WHERE client_id = ?"
+_COUNTERS: Final = "SELECT last_serial, last_packet_id FROM counters WHERE client_id = ?"
+
+Row = tuple[int, int, int, int, float | None]
+"""A live entry as `live_entries` yields it: (serial, packet id, pubrel, message id,
+expires_at)."""
+
+
+def _dumps(entries: list[Any]) -> str:
+    return json.dumps(entries, separators=(",", ":"))
+
+
+def live_entries(rows: Iterable[tuple[int, str]]) -> Iterator[Row]:
+    """The live entries of (first_serial, entries) run rows, in serial order if the rows
+    are."""
+    for first, text in rows:
+        for offset, entry in enumerate(json.loads(text)):
+            if entry is not None:
+                packet_id, message_id, expires_at, pubrel = entry
+                yield first + offset, packet_id, pubrel, message_id, expires_at
+
+
+class ClientQueue:
+    """What the writer knows of one client's queue: its counters, and where each live
+    entry is (packet id -> serial; the runs' first serials, and their live entries)."""
+
+    __slots__ = ("last_packet_id", "last_serial", "live", "serial_of", "starts")
+
+    def __init__(self, last_serial: int, last_packet_id: int) -> None:
+        self.last_serial = last_serial
+        self.last_packet_id = last_packet_id
+        self.serial_of: dict[int, int] = {}
+        """Live entries: packet id -> serial (ids are unique in a queue [MQTT-2.2.1-4])."""
+        self.starts: list[int] = []
+        """First serial of each run with a live entry, ascending."""
+        self.live: dict[int, int] = {}
+        """First serial -> how many of the run's entries are live."""
+
+    @property
+    def count(self) -> int:
+        """Live entries, expired ones included until a fetch drops them."""
+        return len(self.serial_of)
+
+    def run_of(self, serial: int) -> int:
+        """The first serial of the run holding `serial` (which must be live)."""
+        return self.starts[bisect_right(self.starts, serial) - 1]
+
+    def forget_run(self, first: int) -> None:
+        del self.live[first]
+        self.starts.pop(bisect_right(self.starts, first) - 1)
+
+
+class QueueIndex:
+    """The writer thread's runs: every change to the `runs` table goes through here, so the
+    in-memory index and the file agree (`clear_cache` after a rollback)."""
+
+    __slots__ = ("_indexed", "_limit", "_queues")
+
+    def __init__(self, limit: int = INDEX_LIMIT) -> None:
+        self._queues: dict[str, ClientQueue] = {}
+        self._indexed = 0
+        self._limit = limit
+
+    def clear_cache(self) -> None:
+        """Forget everything (work was rolled back: the file is the truth)."""
+        self._queues.clear()
+        self._indexed = 0
+
+    def queue(self, conn: sqlite3.Connection, client_id: str) -> ClientQueue:
+        """The client's queue, read from the file when not in memory."""
+        queues = self._queues
+        queue = queues.pop(client_id, None)
+        if queue is None:
+            queue = self._load(conn, client_id)
+            self._indexed += queue.count
+            self._evict()
+        queues[client_id] = queue  # most recently used last
+        return queue
+
+    def _evict(self) -> None:
+        queues = self._queues
+        while self._indexed > self._limit and len(queues) > 1:
+            _client_id, queue = next(iter(queues.items()))
+            del queues[_client_id]
+            self._indexed -= queue.count
+
+    @staticmethod
+    def _load(conn: sqlite3.Connection, client_id: str) -> ClientQueue:
+        row = conn.execute(_COUNTERS, (client_id,)).fetchone()
+        queue = ClientQueue(*row) if row is not None else ClientQueue(0, 0)
+        serial_of = queue.serial_of
+        for first, text in conn.execute(_SELECT_RUNS, (client_id,)).fetchall():
+            live = 0
+            for offset, entry in enumerate(json.loads(text)):
+                if entry is not None:
+                    serial_of[entry[0]] = first + offset
+                    live += 1
+            if live:
+                queue.starts.append(first)
+                queue.live[first] = live
+        return queue
+
+    def append(
+        self,
+        conn: sqlite3.Connection,
+        client_id: str,
+        queue: ClientQueue,
+        entries: list[tuple[int, int, int, float | None]],
+    ) -> None:
+        """Write (serial, packet id, message id, expires_at) entries, serials consecutive,
+        as one run."""
+        first = entries[0][0]
+        conn.execute(
+            _INSERT_RUN,
+            (client_id, first, _dumps([[p, m, e, 0] for _s, p, m, e in entries])),
+        )
+        serial_of = queue.serial_of
+        for serial, packet_id, _message_id, _expires_at in entries:
+            serial_of[packet_id] = serial
+        queue.starts.append(first)
+        queue.live[first] = len(entries)
+        self._indexed += len(entries)
+        self._evict()
+
+    def remove(self, conn: sqlite3.Connection, client_id: str, packet_ids: list[int]) -> int:
+        """Delete the live entries with these packet ids; how many there were."""
+        queue = self.queue(conn, client_id)
+        serial_of = queue.serial_of
+        by_run: dict[int, list[int]] = {}
+        for packet_id in packet_ids:
+            serial = serial_of.pop(packet_id, None)
+            if serial is not None:
+                first = queue.run_of(serial)
+                by_run.setdefault(first, []).append(serial - first)
+        removed = 0
+        for first, offsets in by_run.items():
+            self._drop(conn, client_id, queue, first, offsets)
+            removed += len(offsets)
+        self._indexed -= removed
+        return removed
+
+    def _drop(
+        self,
+        conn: sqlite3.Connection,
+        client_id: str,
+        queue: ClientQueue,
+        first: int,
+        offsets: list[int],
+    ) -> None:
+        """Null these entries of a run (already out of `serial_of`); delete it once empty."""
+        left = queue.live[first] - len(offsets)
+        if left <= 0:
+            conn.execute(_DELETE_RUN, (client_id, first))
+            queue.forget_run(first)
+            return
+        queue.live[first] = left
+        (text,) = conn.execute(_SELECT_RUN, (client_id, first)).fetchone()
+        entries = json.loads(text)
+        for offset in offsets:
+            entries[offset] = None
+        conn.execute(_UPDATE_RUN, (_dumps(entries), client_id, first))
+
+    def mark_pubrel(self, conn: sqlite3.Connection, client_id: str, packet_id: int) -> None:
+        """Mark the live entry with that packet id as awaiting PUBCOMP."""
+        queue = self.queue(conn, client_id)
+        serial = queue.serial_of.get(packet_id)
+        if serial is None:
+            return
+        first = queue.run_of(serial)
+        (text,) = conn.execute(_SELECT_RUN, (client_id, first)).fetchone()
+        entries = json.loads(text)
+        entries[serial - first][3] = 1
+        conn.execute(_UPDATE_RUN, (_dumps(entries), client_id, first))
+
+    def drop_oldest(
+        self, conn: sqlite3.Connection, client_id: str, queue: ClientQueue, excess: int
+    ) -> None:
+        """Delete the `excess` oldest live entries."""
+        while excess > 0 and queue.starts:
+            first = queue.starts[0]
+            (text,) = conn.execute(_SELECT_RUN, (client_id, first)).fetchone()
+            offsets: list[int] = []
+            for offset, entry in enumerate(json.loads(text)):
+                if entry is not None and len(offsets) < excess:
+                    offsets.append(offset)
+                    del queue.serial_of[entry[0]]
+            self._drop(conn, client_id, queue, first, offsets)
+            self._indexed -= len(offsets)
+            excess -= len(offsets)
+
+    def delete_expired(self, conn: sqlite3.Connection, client_id: str, now: float) -> int:
+        """Delete the client's entries expired at `now`; how many."""
+        queue = self.queue(conn, client_id)
+        deleted = 0
+        for first, text in conn.execute(_SELECT_RUNS, (client_id,)).fetchall():
+            offsets: list[int] = []
+            for offset, entry in enumerate(json.loads(text)):
+                if entry is not None and entry[2] is not None and entry[2] <= now:
+                    offsets.append(offset)
+                    queue.serial_of.pop(entry[0], None)
+            if offsets:
+                self._drop(conn, client_id, queue, first, offsets)
+                deleted += len(offsets)
+        self._indexed -= deleted
+        return deleted
+
+    def clear(self, conn: sqlite3.Connection, client_id: str) -> int:
+        """Delete the client's whole queue; its counters restart at 0 (the caller deletes
+        their row). How many live entries went."""
+        queue = self._queues.pop(client_id, None)
+        if queue is not None:
+            self._indexed -= queue.count
+        count = sum(1 for _ in live_entries(conn.execute(_SELECT_RUNS, (client_id,))))
+        conn.execute(_CLEAR, (client_id,))
+        self._queues[client_id] = ClientQueue(0, 0)
+        return count

@@ -1,0 +1,146 @@
+"""SQLite's run layout (schema 6): one row per client per `enqueue` call, entries gone
+become null in place, the `queue` view shows the live ones; the writer's in-memory index
+of packet ids, evicted and read back; the upgrade of a version 5 file."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from mqttq.storage.codec_json import message_to_json
+from mqttq.storage.ports import Storage
+from mqttq.storage.sqlite import SqliteStorage
+from mqttq.storage.sqlite_schema import SCHEMA_VERSION
+from tests.contract.conftest import run_with
+from tests.contract.test_storage_contract import full_message, ids, msg, payloads
+
+
+def _rows(path: Path, sql: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(sql).fetchall()
+    conn.close()
+    return rows
+
+
+def test_a_call_writes_one_run_per_client_and_removal_nulls_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "mqttq.db"
+
+    async def body(s: Storage) -> None:
+        shared = [msg(n) for n in range(3)]
+        await s.enqueue([(c, m) for m in shared for c in ("a", "b")])
+        await s.enqueue([("a", msg(3))])
+        assert _rows(path, "SELECT client_id, first_serial FROM runs ORDER BY 1, 2") == [
+            ("a", 1),
+            ("a", 4),
+            ("b", 1),
+        ]
+        await s.remove_many([("a", 2), ("b", 1), ("b", 2), ("b", 3)])
+        await s.mark_pubrel("a", 3)
+        # b's run is gone; a's first run keeps its positions (serials do not move).
+        assert _rows(path, "SELECT client_id, first_serial, entries FROM runs ORDER BY 1, 2") == [
+            ("a", 1, "[[1,1,null,0],null,[3,3,null,1]]"),
+            ("a", 4, "[[4,4,null,0]]"),
+        ]
+        assert _rows(
+            path, "SELECT client_id, serial, packet_id, pubrel, message_id FROM queue"
+        ) == [("a", 1, 1, 0, 1), ("a", 3, 3, 1, 3), ("a", 4, 4, 0, 4)]
+        a = await s.fetch("a", 0)
+        assert [(e.serial, e.packet_id, e.pubrel) for e in a] == [
+            (1, 1, False),
+            (3, 3, True),
+            (4, 4, False),
+        ]
+        assert payloads(a) == [b"p0", b"p2", b"p3"]
+        assert await s.fetch("b", 0) == []
+
+    run_with(SqliteStorage(path), body)
+
+
+def test_an_evicted_index_is_read_back_and_ids_stay_unique(tmp_path: Path) -> None:
+    """With room for 2 indexed entries, every client's index is dropped and read again
+    from the file: removals, PUBREL marks, trimming and id assignment stay exact."""
+    path = tmp_path / "mqttq.db"
+
+    async def body(s: Storage) -> None:
+        for client in ("a", "b", "c"):
+            assert ids(await s.enqueue([(client, msg(1)), (client, msg(2))])) == [
+                (1, 1),
+                (2, 2),
+            ]
+        await s.remove("a", 1)
+        await s.mark_pubrel("b", 2)
+        assert ids(await s.enqueue([("a", msg(3)), ("a", msg(4))])) == [(3, 3), (4, 4)]
+        # a holds 2, 3, 4: the limit of 3 trims 2 for 5.
+        assert ids(await s.enqueue([("a", msg(5))])) == [(5, 5)]
+        assert payloads(await s.fetch("a", 0)) == [b"p3", b"p4", b"p5"]
+        assert [(e.packet_id, e.pubrel) for e in await s.fetch("b", 0)] == [
+            (1, False),
+            (2, True),
+        ]
+        await s.remove_many([("c", 1), ("c", 2), ("b", 1)])
+        assert await s.fetch("c", 0) == []
+        assert _rows(path, "SELECT client_id, COUNT(*) FROM queue GROUP BY 1 ORDER BY 1") == [
+            ("a", 3),
+            ("b", 1),
+        ]
+
+    run_with(SqliteStorage(path, queue_limit=3, index_limit=2), body)
+
+
+_V5 = """
+CREATE TABLE schema_version (version INTEGER NOT NULL);
+INSERT INTO schema_version VALUES (5);
+CREATE TABLE sessions (client_id TEXT PRIMARY KEY, protocol_level INTEGER NOT NULL,
+    session_expiry_interval INTEGER NOT NULL, disconnected_at REAL,
+    client_type TEXT NOT NULL, subscriptions TEXT NOT NULL,
+    tenant TEXT NOT NULL DEFAULT 'default', will TEXT,
+    awaiting_pubrel TEXT NOT NULL DEFAULT '[]') WITHOUT ROWID;
+CREATE TABLE messages (id INTEGER PRIMARY KEY AUTOINCREMENT, body TEXT NOT NULL);
+CREATE TABLE queue (client_id TEXT NOT NULL, serial INTEGER NOT NULL,
+    packet_id INTEGER NOT NULL, pubrel INTEGER NOT NULL DEFAULT 0,
+    message_id INTEGER NOT NULL, expires_at REAL,
+    PRIMARY KEY (client_id, serial)) WITHOUT ROWID;
+CREATE UNIQUE INDEX queue_packet_id ON queue (client_id, packet_id);
+CREATE TABLE counters (client_id TEXT PRIMARY KEY, last_serial INTEGER NOT NULL,
+    last_packet_id INTEGER NOT NULL) WITHOUT ROWID;
+INSERT INTO counters VALUES ('a', 65536, 1);
+"""
+
+
+def test_sqlite_upgrades_a_version_5_queue(tmp_path: Path) -> None:
+    """Each entry of the one-row-per-entry layout becomes a run of one, with its serial,
+    packet id, PUBREL state and expiry; ids continue past the wrap without reusing one
+    still queued."""
+    path = tmp_path / "mqttq.db"
+    with sqlite3.connect(path) as conn:
+        conn.executescript(_V5)
+        conn.executemany(
+            "INSERT INTO messages (id, body) VALUES (?, ?)",
+            [
+                (1, message_to_json(full_message(), client_id="", packet_id=0)),
+                (2, message_to_json(msg(2), client_id="", packet_id=0)),
+            ],
+        )
+        conn.executemany(
+            "INSERT INTO queue VALUES (?, ?, ?, ?, ?, ?)",
+            [("a", 65535, 65535, 1, 1, None), ("a", 65536, 1, 0, 2, 4e9)],
+        )
+    conn.close()
+
+    async def check(s: Storage) -> None:
+        a = await s.fetch("a", 0)
+        assert [(e.serial, e.packet_id, e.pubrel) for e in a] == [
+            (65535, 65535, True),
+            (65536, 1, False),
+        ]
+        assert a[0].message == full_message()
+        assert ids(await s.enqueue([("a", msg(3))])) == [(65537, 2)]
+        await s.remove("a", 65535)
+        assert payloads(await s.fetch("a", 0)) == [b"p2", b"p3"]
+
+    run_with(SqliteStorage(path), check)
+    assert _rows(path, "SELECT version FROM schema_version") == [(SCHEMA_VERSION,)]
+    assert _rows(path, "SELECT serial, packet_id, expires_at FROM queue") == [
+        (65536, 1, 4e9),
+        (65537, 2, None),
+    ]
