@@ -38,7 +38,7 @@ from mqttq.storage.session_json import (
     will_to_json,
 )
 from mqttq.storage.sqlite_bodies import MessageBodies
-from mqttq.storage.sqlite_runs import INDEX_LIMIT, ClientQueue, QueueIndex, live_entries
+from mqttq.storage.sqlite_runs import INDEX_LIMIT, QueueIndex, live_entries
 from mqttq.storage.sqlite_writer import SqliteReader, SqliteWriter, WriterStatistics
 
 _log = logging.getLogger(__name__)
@@ -254,12 +254,18 @@ class SqliteStorage:
                 if excess > 0:
                     runs.drop_oldest(conn, client_id, queue, excess)
                     self._deleted += excess
-            run = []
-            for index, (serial, packet_id) in zip(kept, _next_ids(queue, len(kept)), strict=True):
-                message = items[index][1]
+            messages = [items[index][1] for index in kept]
+            packet_ids = runs.append(
+                conn,
+                client_id,
+                queue,
+                [body_of[id(message)] for message in messages],
+                [message.expires_at for message in messages],
+            )
+            serial = queue.last_serial - len(kept)
+            for index, packet_id, message in zip(kept, packet_ids, messages, strict=True):
+                serial += 1
                 results[index] = QueuedMessage(serial, packet_id, message)
-                run.append((serial, packet_id, body_of[id(message)], message.expires_at))
-            runs.append(conn, client_id, queue, run)
             counters.append((client_id, queue.last_serial, queue.last_packet_id))
         conn.executemany(_SAVE_COUNTERS, counters)
         return results
@@ -315,24 +321,6 @@ _SWEEP_MIN = 4096
 """Entries deleted before a sweep is worth its scan, however small the queues."""
 _SAVE_COUNTERS = "INSERT OR REPLACE INTO counters VALUES (?, ?, ?)"
 _FETCH = "SELECT first_serial, entries FROM runs WHERE client_id = ? ORDER BY first_serial"
-
-
-def _next_ids(queue: ClientQueue, n: int) -> list[tuple[int, int]]:
-    """`n` new (serial, packet id) pairs. An id still held by an entry of the queue (one
-    left unacknowledged while 65535 later ones passed) is skipped, so no two entries of a
-    queue ever share a packet id [MQTT-2.2.1-4]."""
-    assigned: list[tuple[int, int]] = []
-    used = queue.serial_of
-    serial = queue.last_serial
-    packet_id = queue.last_packet_id
-    while len(assigned) < n:
-        packet_id = packet_id % 65535 + 1
-        if packet_id not in used:
-            serial += 1
-            assigned.append((serial, packet_id))
-    queue.last_serial = serial
-    queue.last_packet_id = packet_id
-    return assigned
 
 
 def _insert_bodies(conn: sqlite3.Connection, items: list[tuple[str, Message]]) -> dict[int, int]:

@@ -142,22 +142,34 @@ class QueueIndex:
         conn: sqlite3.Connection,
         client_id: str,
         queue: ClientQueue,
-        entries: list[tuple[int, int, int, float | None]],
-    ) -> None:
-        """Write (serial, packet id, message id, expires_at) entries, serials consecutive,
-        as one run."""
-        first = entries[0][0]
-        conn.execute(
-            _INSERT_RUN,
-            (client_id, first, _dumps([[p, m, e, 0] for _s, p, m, e in entries])),
-        )
-        serial_of = queue.serial_of
-        for serial, packet_id, _message_id, _expires_at in entries:
-            serial_of[packet_id] = serial
+        bodies: list[int],
+        expiries: list[float | None],
+    ) -> list[int]:
+        """Queue messages (their message ids and expiries) as one run, with the next
+        serials; their packet ids, in order. An id still held by an entry of the queue (one
+        left unacknowledged while 65535 later ones passed) is skipped, so no two entries of
+        a queue ever share one [MQTT-2.2.1-4]. The caller keeps the queue within 65535."""
+        used = queue.serial_of
+        serial = first = queue.last_serial + 1
+        packet_id = queue.last_packet_id
+        packet_ids: list[int] = []
+        elements: list[list[Any]] = []
+        for body, expires_at in zip(bodies, expiries, strict=True):
+            packet_id = packet_id % 65535 + 1
+            while packet_id in used:
+                packet_id = packet_id % 65535 + 1
+            used[packet_id] = serial
+            serial += 1
+            packet_ids.append(packet_id)
+            elements.append([packet_id, body, expires_at, 0])
+        queue.last_serial = serial - 1
+        queue.last_packet_id = packet_id
+        conn.execute(_INSERT_RUN, (client_id, first, _dumps(elements)))
         queue.starts.append(first)
-        queue.live[first] = len(entries)
-        self._indexed += len(entries)
+        queue.live[first] = len(elements)
+        self._indexed += len(elements)
         self._evict()
+        return packet_ids
 
     def remove(self, conn: sqlite3.Connection, client_id: str, packet_ids: list[int]) -> int:
         """Delete the live entries with these packet ids; how many there were."""
