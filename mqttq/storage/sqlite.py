@@ -38,7 +38,7 @@ from mqttq.storage.session_json import (
     will_to_json,
 )
 from mqttq.storage.sqlite_bodies import MessageBodies
-from mqttq.storage.sqlite_runs import INDEX_LIMIT, QueueIndex, live_entries
+from mqttq.storage.sqlite_runs import INDEX_LIMIT, QueueIndex
 from mqttq.storage.sqlite_writer import SqliteReader, SqliteWriter, WriterStatistics
 
 _log = logging.getLogger(__name__)
@@ -274,20 +274,29 @@ class SqliteStorage:
         self, conn: sqlite3.Connection, client_id: str, now: float
     ) -> tuple[list[QueuedMessage], bool]:
         """(entries not expired at `now`, whether some were expired); reader thread."""
-        rows = list(live_entries(conn.execute(_FETCH, (client_id,))))
-        live = [row for row in rows if row[4] is None or now < row[4]]
-        expired = len(live) < len(rows)
-        wanted = {row[3] for row in live}
-        bodies = self._bodies.read(conn, wanted)
-        if len(bodies) < len(wanted):
-            unreadable = [row[0] for row in live if row[3] not in bodies]
+        runs = [(first, json.loads(text)) for first, text in conn.execute(_FETCH, (client_id,))]
+        bodies = self._bodies.read(
+            conn, {entry[1] for _first, run in runs for entry in run if entry is not None}
+        )
+        # One pass over the entries: a drain builds one QueuedMessage per entry, no more.
+        entries: list[QueuedMessage] = []
+        expired = False
+        unreadable: list[int] = []
+        for first, run in runs:
+            for offset, entry in enumerate(run):
+                if entry is None:
+                    continue
+                packet_id, body_id, expires_at, pubrel = entry
+                if expires_at is not None and now >= expires_at:
+                    expired = True
+                    continue
+                message = bodies.get(body_id)
+                if message is None:
+                    unreadable.append(first + offset)
+                    continue
+                entries.append(QueuedMessage(first + offset, packet_id, message, pubrel == 1))
+        if unreadable:
             _log.error("skipping unreadable queue entries of %s: serials %s", client_id, unreadable)
-            live = [row for row in live if row[3] in bodies]
-        # One comprehension: a drain builds an entry per row, nothing else.
-        entries = [
-            QueuedMessage(serial, packet_id, bodies[body_id], pubrel == 1)
-            for serial, packet_id, pubrel, body_id, _expires_at in live
-        ]
         return entries, expired
 
     def _remove(self, conn: sqlite3.Connection, entries: list[tuple[str, int]]) -> None:
