@@ -44,8 +44,9 @@ from mqttq.storage.sqlite_writer import SqliteReader, SqliteWriter, WriterStatis
 _log = logging.getLogger(__name__)
 
 _ENQUEUE_CHUNK = 2000
-"""Entries per commit when a loop iteration's fan-out is large: at ~3.5 us an entry a
-chunk's job takes ~7 ms, a commit (fsync) ~2-3 ms, so the commits add about a quarter."""
+"""Entries per commit when a loop iteration's fan-out is large: at ~1.5 us an entry (runs,
+schema 6) a chunk's job takes ~3 ms and its commit (fsync) ~1.5 ms. Measured on the
+persistent scenario (100 x 100): 1,000 or 4,000 gave a later 50th PUBACK than 2,000."""
 
 
 class SqliteStorage:
