@@ -19,6 +19,7 @@ messages to N sessions in one call is N rows, not M x N.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import sqlite3
@@ -39,9 +40,17 @@ from mqttq.storage.session_json import (
 )
 from mqttq.storage.sqlite_bodies import MessageBodies
 from mqttq.storage.sqlite_runs import INDEX_LIMIT, QueueIndex
-from mqttq.storage.sqlite_writer import SqliteReader, SqliteWriter, WriterStatistics
+from mqttq.storage.sqlite_writer import (
+    SqliteReader,
+    SqliteWriter,
+    WriterStatistics,
+    storage_error,
+)
 
 _log = logging.getLogger(__name__)
+
+_FetchOutcome = tuple[list[QueuedMessage], bool] | StorageError
+"""One client's (entries, whether some had expired), or why it could not be read."""
 
 _ENQUEUE_CHUNK = 2000
 """Entries per commit when a loop iteration's fan-out is large: at ~1.5 us an entry (runs,
@@ -75,6 +84,10 @@ class SqliteStorage:
         # Touched only on the writer thread; dropped whenever a job or commit rolls back.
         self._runs = QueueIndex(index_limit)
         self._reader = SqliteReader(Path(path))
+        self._fetches: list[
+            tuple[str, float, asyncio.Future[tuple[list[QueuedMessage], bool]]]
+        ] = []
+        """Fetches asked for in this loop iteration (`_read_fetches`)."""
         self._bodies = MessageBodies()
         """Message bodies read lately (reader thread only): a drain of N sessions holding
         the same messages reads and decodes each once."""
@@ -151,10 +164,47 @@ class SqliteStorage:
         (the broker's barrier: the client's removals, the queue writes in flight) is
         committed, so it sees those; an entry committed later is handed over live."""
         self._writer.check_open()
-        entries, expired = await self._reader.run(lambda conn: self._fetch(conn, client_id, now))
+        future: asyncio.Future[tuple[list[QueuedMessage], bool]]
+        future = asyncio.get_running_loop().create_future()
+        if not self._fetches:
+            future.get_loop().call_soon(self._read_fetches)
+        self._fetches.append((client_id, now, future))
+        entries, expired = await future
         if expired:
             await self._writer.submit(lambda conn: self._delete_expired(conn, client_id, now))
         return entries
+
+    def _read_fetches(self) -> None:
+        """The fetches of one loop iteration (a burst of reconnects), read in one job of
+        the reader thread: one hand-off and one wake-up for all of them."""
+        batch, self._fetches = self._fetches, []
+
+        def read(conn: sqlite3.Connection) -> list[_FetchOutcome]:
+            outcomes: list[_FetchOutcome] = []
+            for client_id, now, _future in batch:
+                try:
+                    outcomes.append(self._fetch(conn, client_id, now))
+                except (sqlite3.Error, StorageError) as exc:
+                    outcomes.append(storage_error(exc))
+            return outcomes
+
+        def settled(done: asyncio.Future[list[_FetchOutcome]]) -> None:
+            error = None if done.cancelled() else done.exception()
+            for index, (_client_id, _now, future) in enumerate(batch):
+                if future.done():  # its caller was cancelled
+                    continue
+                if done.cancelled():
+                    future.cancel()
+                elif error is not None:
+                    future.set_exception(error)
+                else:
+                    outcome = done.result()[index]
+                    if isinstance(outcome, BaseException):
+                        future.set_exception(outcome)
+                    else:
+                        future.set_result(outcome)
+
+        asyncio.ensure_future(self._reader.run(read)).add_done_callback(settled)
 
     async def remove(self, client_id: str, packet_id: int) -> None:
         """Delete the entry with that packet id (PUBACK [MQTT-4.3.2] / PUBCOMP [MQTT-4.3.3])."""

@@ -238,7 +238,7 @@ class SqliteWriter:
                 except Exception as exc:
                     conn.execute("ROLLBACK TO job")
                     self._on_rollback()
-                    outcomes.append((future, None, _storage_error(exc)))
+                    outcomes.append((future, None, storage_error(exc)))
                 else:
                     outcomes.append((future, result, None))
                 conn.execute("RELEASE job")
@@ -297,7 +297,7 @@ class SqliteReader:
                 self._conn = conn
             return fn(conn)
         except sqlite3.Error as exc:
-            raise _storage_error(exc) from exc
+            raise storage_error(exc) from exc
 
     async def close(self) -> None:
         executor, self._executor = self._executor, None
@@ -312,7 +312,8 @@ class SqliteReader:
             conn.close()
 
 
-def _storage_error(exc: Exception) -> StorageError:
+def storage_error(exc: Exception) -> StorageError:
+    """`exc` as the StorageError a caller of the SQLite store gets (itself if it is one)."""
     if isinstance(exc, StorageError):
         return exc
     error = StorageError(f"SQLite operation failed: {exc!r}")

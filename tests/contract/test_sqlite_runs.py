@@ -4,6 +4,7 @@ of packet ids, evicted and read back; the upgrade of a version 5 file."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 
@@ -144,3 +145,30 @@ def test_sqlite_upgrades_a_version_5_queue(tmp_path: Path) -> None:
         (65536, 1, 4e9),
         (65537, 2, None),
     ]
+
+
+def test_fetches_of_one_loop_iteration_each_get_their_own_queue(tmp_path: Path) -> None:
+    """A burst of reconnects reads its queues in one reader job; every caller still gets
+    exactly its own entries, and only the queue with an expired entry loses it."""
+    path = tmp_path / "mqttq.db"
+
+    async def body(s: Storage) -> None:
+        await s.enqueue([("a", msg(1)), ("b", msg(2)), ("b", msg(3, expires_at=50.0))])
+        await s.enqueue([("c", msg(4)), ("a", msg(5))])
+        a, b, c, none = await asyncio.gather(
+            s.fetch("a", 100.0), s.fetch("b", 100.0), s.fetch("c", 100.0), s.fetch("x", 100.0)
+        )
+        assert (payloads(a), payloads(b), payloads(c), none) == (
+            [b"p1", b"p5"],
+            [b"p2"],
+            [b"p4"],
+            [],
+        )
+        assert _rows(path, "SELECT client_id, serial FROM queue ORDER BY 1, 2") == [
+            ("a", 1),
+            ("a", 2),
+            ("b", 1),
+            ("c", 1),
+        ]
+
+    run_with(SqliteStorage(path), body)
