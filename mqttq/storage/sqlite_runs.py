@@ -21,7 +21,7 @@ import json
 import sqlite3
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
-from typing import Any, Final
+from typing import Final
 
 __all__ = ["INDEX_LIMIT", "ClientQueue", "QueueIndex", "live_entries"]
 
@@ -35,6 +35,8 @@ _SELECT_RUN: Final = "SELECT entries FROM runs WHERE client_id = ? AND first_ser
 _INSERT_RUN: Final = "INSERT INTO runs (client_id, first_serial, entries) VALUES (?, ?, ?)"
 _UPDATE_RUN: Final = "UPDATE runs SET entries = ? WHERE client_id = ? AND first_serial = ?"
 _DELETE_RUN: Final = "DELETE FROM runs WHERE client_id = ? AND first_serial = ?"
+_DELETE_RUNS: Final = "DELETE FROM runs WHERE client_id = ? AND first_serial IN ({firsts})"
+_DELETE_CHUNK: Final = 500
 _CLEAR: Final = "DELETE FROM runs WHERE client_id = ?"
 _COUNTERS: Final = "SELECT last_serial, last_packet_id FROM counters WHERE client_id = ?"
 
@@ -43,8 +45,9 @@ Row = tuple[int, int, int, int, float | None]
 expires_at)."""
 
 
-def _dumps(entries: list[Any]) -> str:
-    return json.dumps(entries, separators=(",", ":"))
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
+"""A run's entries as JSON (one encoder for all calls: `json.dumps` with options builds a
+new one each time)."""
 
 
 def live_entries(rows: Iterable[tuple[int, str]]) -> Iterator[Row]:
@@ -61,7 +64,7 @@ class ClientQueue:
     """What the writer knows of one client's queue: its counters, and where each live
     entry is (packet id -> serial; the runs' first serials, and their live entries)."""
 
-    __slots__ = ("last_packet_id", "last_serial", "live", "serial_of", "starts")
+    __slots__ = ("_gone", "last_packet_id", "last_serial", "live", "serial_of", "starts")
 
     def __init__(self, last_serial: int, last_packet_id: int) -> None:
         self.last_serial = last_serial
@@ -69,9 +72,13 @@ class ClientQueue:
         self.serial_of: dict[int, int] = {}
         """Live entries: packet id -> serial (ids are unique in a queue [MQTT-2.2.1-4])."""
         self.starts: list[int] = []
-        """First serial of each run with a live entry, ascending."""
+        """First serial of each run, ascending: every run with a live entry, and some
+        that have none left (dropped in bulk, see `forget_run`)."""
         self.live: dict[int, int] = {}
-        """First serial -> how many of the run's entries are live."""
+        """First serial -> how many of the run's entries are live, for the runs with
+        some; oldest run first."""
+        self._gone = 0
+        """Runs in `starts` with no live entry left."""
 
     @property
     def count(self) -> int:
@@ -79,12 +86,21 @@ class ClientQueue:
         return len(self.serial_of)
 
     def run_of(self, serial: int) -> int:
-        """The first serial of the run holding `serial` (which must be live)."""
+        """The first serial of the run holding `serial` (which must be live). Runs are
+        disjoint ranges of serials, so the last run starting at or before a live serial
+        is its own, even with runs that have no live entry left among `starts`."""
         return self.starts[bisect_right(self.starts, serial) - 1]
 
     def forget_run(self, first: int) -> None:
+        """The run has no live entry left. Its start stays in `starts` until those are
+        half the list: a backlog of many one-entry runs drains oldest first, and taking
+        each from the front of the list would copy the rest every time."""
         del self.live[first]
-        self.starts.pop(bisect_right(self.starts, first) - 1)
+        self._gone += 1
+        if self._gone > 16 and 2 * self._gone > len(self.starts):
+            live = self.live
+            self.starts = [start for start in self.starts if start in live]
+            self._gone = 0
 
 
 class QueueIndex:
@@ -153,7 +169,7 @@ class QueueIndex:
         serial = first = queue.last_serial + 1
         packet_id = queue.last_packet_id
         packet_ids: list[int] = []
-        elements: list[list[Any]] = []
+        elements: list[str] = []
         for body, expires_at in zip(bodies, expiries, strict=True):
             packet_id = packet_id % 65535 + 1
             while packet_id in used:
@@ -161,10 +177,13 @@ class QueueIndex:
             used[packet_id] = serial
             serial += 1
             packet_ids.append(packet_id)
-            elements.append([packet_id, body, expires_at, 0])
+            # By hand: the JSON of what `_dumps` would write, at a fraction of its cost on
+            # the one-entry runs of live traffic. repr() of a float is JSON (finite here).
+            expiry = "null" if expires_at is None else repr(expires_at)
+            elements.append(f"[{packet_id},{body},{expiry},0]")
         queue.last_serial = serial - 1
         queue.last_packet_id = packet_id
-        conn.execute(_INSERT_RUN, (client_id, first, _dumps(elements)))
+        conn.execute(_INSERT_RUN, (client_id, first, "[" + ",".join(elements) + "]"))
         queue.starts.append(first)
         queue.live[first] = len(elements)
         self._indexed += len(elements)
@@ -182,9 +201,22 @@ class QueueIndex:
                 first = queue.run_of(serial)
                 by_run.setdefault(first, []).append(serial - first)
         removed = 0
+        emptied: list[int] = []
         for first, offsets in by_run.items():
-            self._drop(conn, client_id, queue, first, offsets)
+            if queue.live[first] == len(offsets):
+                emptied.append(first)
+                queue.forget_run(first)
+            else:
+                self._drop(conn, client_id, queue, first, offsets)
             removed += len(offsets)
+        # The runs left empty go in one statement (per 500: SQLite bounds the parameters).
+        if len(emptied) == 1:
+            conn.execute(_DELETE_RUN, (client_id, emptied[0]))
+            emptied = []
+        for start in range(0, len(emptied), _DELETE_CHUNK):
+            chunk = emptied[start : start + _DELETE_CHUNK]
+            sql = _DELETE_RUNS.format(firsts=",".join("?" * len(chunk)))
+            conn.execute(sql, (client_id, *chunk))
         self._indexed -= removed
         return removed
 
@@ -225,8 +257,8 @@ class QueueIndex:
         self, conn: sqlite3.Connection, client_id: str, queue: ClientQueue, excess: int
     ) -> None:
         """Delete the `excess` oldest live entries."""
-        while excess > 0 and queue.starts:
-            first = queue.starts[0]
+        while excess > 0 and queue.live:
+            first = next(iter(queue.live))
             (text,) = conn.execute(_SELECT_RUN, (client_id, first)).fetchone()
             offsets: list[int] = []
             for offset, entry in enumerate(json.loads(text)):
