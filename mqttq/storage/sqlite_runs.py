@@ -73,7 +73,7 @@ class ClientQueue:
         """Live entries: packet id -> serial (ids are unique in a queue [MQTT-2.2.1-4])."""
         self.starts: list[int] = []
         """First serial of each run, ascending: every run with a live entry, and some
-        that have none left (dropped in bulk, see `forget_run`)."""
+        that have none left (dropped in bulk, see `forget_runs`)."""
         self.live: dict[int, int] = {}
         """First serial -> how many of the run's entries are live, for the runs with
         some; oldest run first."""
@@ -91,14 +91,15 @@ class ClientQueue:
         is its own, even with runs that have no live entry left among `starts`."""
         return self.starts[bisect_right(self.starts, serial) - 1]
 
-    def forget_run(self, first: int) -> None:
-        """The run has no live entry left. Its start stays in `starts` until those are
-        half the list: a backlog of many one-entry runs drains oldest first, and taking
+    def forget_runs(self, firsts: list[int]) -> None:
+        """These runs have no live entry left. Their starts stay in `starts` until those
+        are half the list: a backlog of many one-entry runs drains oldest first, and taking
         each from the front of the list would copy the rest every time."""
-        del self.live[first]
-        self._gone += 1
+        live = self.live
+        for first in firsts:
+            del live[first]
+        self._gone += len(firsts)
         if self._gone > 16 and 2 * self._gone > len(self.starts):
-            live = self.live
             self.starts = [start for start in self.starts if start in live]
             self._gone = 0
 
@@ -194,29 +195,35 @@ class QueueIndex:
         """Delete the live entries with these packet ids; how many there were."""
         queue = self.queue(conn, client_id)
         serial_of = queue.serial_of
+        starts = queue.starts
         by_run: dict[int, list[int]] = {}
         for packet_id in packet_ids:
             serial = serial_of.pop(packet_id, None)
             if serial is not None:
-                first = queue.run_of(serial)
-                by_run.setdefault(first, []).append(serial - first)
+                first = starts[bisect_right(starts, serial) - 1]  # queue.run_of, inlined
+                offsets = by_run.get(first)
+                if offsets is None:
+                    by_run[first] = [serial - first]
+                else:
+                    offsets.append(serial - first)
         removed = 0
         emptied: list[int] = []
+        live = queue.live
         for first, offsets in by_run.items():
-            if queue.live[first] == len(offsets):
+            if live[first] == len(offsets):
                 emptied.append(first)
-                queue.forget_run(first)
             else:
                 self._drop(conn, client_id, queue, first, offsets)
             removed += len(offsets)
-        # The runs left empty go in one statement (per 500: SQLite bounds the parameters).
-        if len(emptied) == 1:
-            conn.execute(_DELETE_RUN, (client_id, emptied[0]))
-            emptied = []
-        for start in range(0, len(emptied), _DELETE_CHUNK):
-            chunk = emptied[start : start + _DELETE_CHUNK]
-            sql = _DELETE_RUNS.format(firsts=",".join("?" * len(chunk)))
-            conn.execute(sql, (client_id, *chunk))
+        if emptied:
+            queue.forget_runs(emptied)
+            if len(emptied) == 1:
+                conn.execute(_DELETE_RUN, (client_id, emptied[0]))
+            else:  # one statement (per 500: SQLite bounds the parameters)
+                for start in range(0, len(emptied), _DELETE_CHUNK):
+                    chunk = emptied[start : start + _DELETE_CHUNK]
+                    sql = _DELETE_RUNS.format(firsts=",".join("?" * len(chunk)))
+                    conn.execute(sql, (client_id, *chunk))
         self._indexed -= removed
         return removed
 
@@ -232,7 +239,7 @@ class QueueIndex:
         left = queue.live[first] - len(offsets)
         if left <= 0:
             conn.execute(_DELETE_RUN, (client_id, first))
-            queue.forget_run(first)
+            queue.forget_runs([first])
             return
         queue.live[first] = left
         (text,) = conn.execute(_SELECT_RUN, (client_id, first)).fetchone()

@@ -20,7 +20,7 @@ def test_a_drained_backlog_of_one_entry_runs_keeps_its_starts_small() -> None:
     queue = _queue_of_single_runs(10_000)
     for serial in range(1, 9_990):
         del queue.serial_of[serial]
-        queue.forget_run(queue.run_of(serial))
+        queue.forget_runs([queue.run_of(serial)])
         assert len(queue.starts) <= 2 * len(queue.live) + 17
     assert list(queue.live) == list(range(9_990, 10_001))
     assert [queue.run_of(s) for s in range(9_990, 10_001)] == list(range(9_990, 10_001))
@@ -33,8 +33,8 @@ def test_run_of_finds_the_run_of_a_live_serial_past_emptied_runs() -> None:
         queue.live[first] = len(serials)
         for serial in serials:
             queue.serial_of[serial] = serial
-    queue.forget_run(4)  # still in `starts` (too few gone to compact)
-    queue.forget_run(5)
+    queue.forget_runs([4])  # still in `starts` (too few gone to compact)
+    queue.forget_runs([5])
     assert queue.starts == [1, 4, 5, 7]
     assert [queue.run_of(s) for s in (1, 3, 7, 10)] == [1, 1, 7, 7]
     assert list(queue.live) == [1, 7]
