@@ -20,10 +20,9 @@ from __future__ import annotations
 import json
 import sqlite3
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
 from typing import Final
 
-__all__ = ["INDEX_LIMIT", "ClientQueue", "QueueIndex", "live_entries"]
+__all__ = ["INDEX_LIMIT", "ClientQueue", "QueueIndex"]
 
 INDEX_LIMIT: Final = 1_000_000
 """Live entries the writer indexes at most (about 70 B each); beyond, whole clients go."""
@@ -40,24 +39,9 @@ _DELETE_CHUNK: Final = 500
 _CLEAR: Final = "DELETE FROM runs WHERE client_id = ?"
 _COUNTERS: Final = "SELECT last_serial, last_packet_id FROM counters WHERE client_id = ?"
 
-Row = tuple[int, int, int, int, float | None]
-"""A live entry as `live_entries` yields it: (serial, packet id, pubrel, message id,
-expires_at)."""
-
-
 _dumps = json.JSONEncoder(separators=(",", ":")).encode
 """A run's entries as JSON (one encoder for all calls: `json.dumps` with options builds a
 new one each time)."""
-
-
-def live_entries(rows: Iterable[tuple[int, str]]) -> Iterator[Row]:
-    """The live entries of (first_serial, entries) run rows, in serial order if the rows
-    are."""
-    for first, text in rows:
-        for offset, entry in enumerate(json.loads(text)):
-            if entry is not None:
-                packet_id, message_id, expires_at, pubrel = entry
-                yield first + offset, packet_id, pubrel, message_id, expires_at
 
 
 class ClientQueue:
@@ -295,10 +279,8 @@ class QueueIndex:
     def clear(self, conn: sqlite3.Connection, client_id: str) -> int:
         """Delete the client's whole queue; its counters restart at 0 (the caller deletes
         their row). How many live entries went."""
-        queue = self._queues.pop(client_id, None)
-        if queue is not None:
-            self._indexed -= queue.count
-        count = sum(1 for _ in live_entries(conn.execute(_SELECT_RUNS, (client_id,))))
+        count = self.queue(conn, client_id).count
         conn.execute(_CLEAR, (client_id,))
         self._queues[client_id] = ClientQueue(0, 0)
+        self._indexed -= count
         return count
