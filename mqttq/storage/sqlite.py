@@ -39,7 +39,7 @@ from mqttq.storage.session_json import (
     will_to_json,
 )
 from mqttq.storage.sqlite_bodies import MessageBodies
-from mqttq.storage.sqlite_runs import INDEX_LIMIT, QueueIndex
+from mqttq.storage.sqlite_runs import INDEX_LIMIT, QueueIndex, read_runs
 from mqttq.storage.sqlite_writer import (
     SqliteReader,
     SqliteWriter,
@@ -325,7 +325,7 @@ class SqliteStorage:
         self, conn: sqlite3.Connection, client_id: str, now: float
     ) -> tuple[list[QueuedMessage], bool]:
         """(entries not expired at `now`, whether some were expired); reader thread."""
-        runs = [(first, json.loads(text)) for first, text in conn.execute(_FETCH, (client_id,))]
+        runs = read_runs(conn, client_id)
         bodies = self._bodies.read(
             conn, {entry[1] for _first, run in runs for entry in run if entry is not None}
         )
@@ -380,7 +380,6 @@ _SWEEP = "DELETE FROM messages WHERE id NOT IN (SELECT message_id FROM queue)"
 _SWEEP_MIN = 4096
 """Entries deleted before a sweep is worth its scan, however small the queues."""
 _SAVE_COUNTERS = "INSERT OR REPLACE INTO counters VALUES (?, ?, ?)"
-_FETCH = "SELECT first_serial, entries FROM runs WHERE client_id = ? ORDER BY first_serial"
 
 
 def _insert_bodies(conn: sqlite3.Connection, items: list[tuple[str, Message]]) -> dict[int, int]:

@@ -20,9 +20,9 @@ from __future__ import annotations
 import json
 import sqlite3
 from bisect import bisect_right
-from typing import Final
+from typing import Any, Final
 
-__all__ = ["INDEX_LIMIT", "ClientQueue", "QueueIndex"]
+__all__ = ["INDEX_LIMIT", "ClientQueue", "QueueIndex", "read_runs"]
 
 INDEX_LIMIT: Final = 1_000_000
 """Live entries the writer indexes at most (about 70 B each); beyond, whole clients go."""
@@ -42,6 +42,18 @@ _COUNTERS: Final = "SELECT last_serial, last_packet_id FROM counters WHERE clien
 _dumps = json.JSONEncoder(separators=(",", ":")).encode
 """A run's entries as JSON (one encoder for all calls: `json.dumps` with options builds a
 new one each time)."""
+
+
+def read_runs(conn: sqlite3.Connection, client_id: str) -> list[tuple[int, list[Any]]]:
+    """The client's runs in serial order: (first serial, its decoded entries, `None` where
+    one is gone). Used by both threads, each on its own connection."""
+    return [(first, json.loads(text)) for first, text in conn.execute(_SELECT_RUNS, (client_id,))]
+
+
+def _read_run(conn: sqlite3.Connection, client_id: str, first: int) -> list[Any]:
+    (text,) = conn.execute(_SELECT_RUN, (client_id, first)).fetchone()
+    entries: list[Any] = json.loads(text)
+    return entries
 
 
 class ClientQueue:
@@ -127,9 +139,9 @@ class QueueIndex:
         row = conn.execute(_COUNTERS, (client_id,)).fetchone()
         queue = ClientQueue(*row) if row is not None else ClientQueue(0, 0)
         serial_of = queue.serial_of
-        for first, text in conn.execute(_SELECT_RUNS, (client_id,)).fetchall():
+        for first, run in read_runs(conn, client_id):
             live = 0
-            for offset, entry in enumerate(json.loads(text)):
+            for offset, entry in enumerate(run):
                 if entry is not None:
                     serial_of[entry[0]] = first + offset
                     live += 1
@@ -226,8 +238,7 @@ class QueueIndex:
             queue.forget_runs([first])
             return
         queue.live[first] = left
-        (text,) = conn.execute(_SELECT_RUN, (client_id, first)).fetchone()
-        entries = json.loads(text)
+        entries = _read_run(conn, client_id, first)
         for offset in offsets:
             entries[offset] = None
         conn.execute(_UPDATE_RUN, (_dumps(entries), client_id, first))
@@ -239,8 +250,7 @@ class QueueIndex:
         if serial is None:
             return
         first = queue.run_of(serial)
-        (text,) = conn.execute(_SELECT_RUN, (client_id, first)).fetchone()
-        entries = json.loads(text)
+        entries = _read_run(conn, client_id, first)
         entries[serial - first][3] = 1
         conn.execute(_UPDATE_RUN, (_dumps(entries), client_id, first))
 
@@ -250,9 +260,8 @@ class QueueIndex:
         """Delete the `excess` oldest live entries."""
         while excess > 0 and queue.live:
             first = next(iter(queue.live))
-            (text,) = conn.execute(_SELECT_RUN, (client_id, first)).fetchone()
             offsets: list[int] = []
-            for offset, entry in enumerate(json.loads(text)):
+            for offset, entry in enumerate(_read_run(conn, client_id, first)):
                 if entry is not None and len(offsets) < excess:
                     offsets.append(offset)
                     del queue.serial_of[entry[0]]
@@ -264,9 +273,9 @@ class QueueIndex:
         """Delete the client's entries expired at `now`; how many."""
         queue = self.queue(conn, client_id)
         deleted = 0
-        for first, text in conn.execute(_SELECT_RUNS, (client_id,)).fetchall():
+        for first, run in read_runs(conn, client_id):
             offsets: list[int] = []
-            for offset, entry in enumerate(json.loads(text)):
+            for offset, entry in enumerate(run):
                 if entry is not None and entry[2] is not None and entry[2] <= now:
                     offsets.append(offset)
                     queue.serial_of.pop(entry[0], None)
