@@ -1,8 +1,9 @@
 """A client's queue as runs (schema 6, `sqlite_schema`): the writer thread's side.
 
 One `enqueue` call writes, for each client it names, ONE `runs` row holding all of that
-client's new entries as a JSON array (`[packet_id, message_id, expires_at, pubrel]` each),
-keyed by the serial of its first entry: entry i of a run has serial `first_serial + i`.
+client's new entries as a JSON array (`[packet_id, message_id, expires_at, pubrel]` each;
+past `RUN_LIMIT` entries, one row per `RUN_LIMIT`), keyed by the serial of its first
+entry: entry i of a run has serial `first_serial + i`.
 A fan-out of 100 messages to 100 sessions, enqueued in 5 calls, is 500 rows, not 10,000:
 what SQLite costs is per row (a B-tree insert, a page touched), so the entries come cheap.
 
@@ -22,10 +23,15 @@ import sqlite3
 from bisect import bisect_right
 from typing import Any, Final
 
-__all__ = ["INDEX_LIMIT", "ClientQueue", "QueueIndex", "read_runs"]
+__all__ = ["INDEX_LIMIT", "RUN_LIMIT", "ClientQueue", "QueueIndex", "read_runs"]
 
 INDEX_LIMIT: Final = 1_000_000
 """Live entries the writer indexes at most (about 70 B each); beyond, whole clients go."""
+
+RUN_LIMIT: Final = 64
+"""Entries in one run at most: removing one entry rewrites its run, so a client that acks
+a long backlog one PUBACK at a time costs at most this many entries per ack, not the whole
+backlog (a queue of 65535 acked one by one was quadratic: 88 s)."""
 
 _SELECT_RUNS: Final = (
     "SELECT first_serial, entries FROM runs WHERE client_id = ? ORDER BY first_serial"
@@ -158,14 +164,16 @@ class QueueIndex:
         bodies: list[int],
         expiries: list[float | None],
     ) -> list[int]:
-        """Queue messages (their message ids and expiries) as one run, with the next
-        serials; their packet ids, in order. An id still held by an entry of the queue (one
-        left unacknowledged while 65535 later ones passed) is skipped, so no two entries of
-        a queue ever share one [MQTT-2.2.1-4]. The caller keeps the queue within 65535."""
+        """Queue messages (their message ids and expiries) with the next serials, in runs
+        of at most `RUN_LIMIT`; their packet ids, in order. An id still held by an entry of
+        the queue (one left unacknowledged while 65535 later ones passed) is skipped, so no
+        two entries of a queue ever share one [MQTT-2.2.1-4]. The caller keeps the queue
+        within 65535."""
         used = queue.serial_of
-        serial = first = queue.last_serial + 1
+        serial = queue.last_serial + 1
         packet_id = queue.last_packet_id
         packet_ids: list[int] = []
+        rows: list[tuple[str, int, str]] = []
         elements: list[str] = []
         for body, expires_at in zip(bodies, expiries, strict=True):
             packet_id = packet_id % 65535 + 1
@@ -178,12 +186,21 @@ class QueueIndex:
             # the one-entry runs of live traffic. repr() of a float is JSON (finite here).
             expiry = "null" if expires_at is None else repr(expires_at)
             elements.append(f"[{packet_id},{body},{expiry},0]")
+            if len(elements) == RUN_LIMIT:
+                rows.append((client_id, serial - RUN_LIMIT, "[" + ",".join(elements) + "]"))
+                elements = []
+        if elements:
+            rows.append((client_id, serial - len(elements), "[" + ",".join(elements) + "]"))
         queue.last_serial = serial - 1
         queue.last_packet_id = packet_id
-        conn.execute(_INSERT_RUN, (client_id, first, "[" + ",".join(elements) + "]"))
-        queue.starts.append(first)
-        queue.live[first] = len(elements)
-        self._indexed += len(elements)
+        if len(rows) == 1:
+            conn.execute(_INSERT_RUN, rows[0])
+        else:
+            conn.executemany(_INSERT_RUN, rows)
+        for _client_id, first, _text in rows:
+            queue.starts.append(first)
+            queue.live[first] = min(RUN_LIMIT, serial - first)
+        self._indexed += len(packet_ids)
         self._evict()
         return packet_ids
 

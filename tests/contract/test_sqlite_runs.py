@@ -11,6 +11,7 @@ from pathlib import Path
 from mqttq.storage.codec_json import message_to_json
 from mqttq.storage.ports import Storage
 from mqttq.storage.sqlite import SqliteStorage
+from mqttq.storage.sqlite_runs import RUN_LIMIT
 from mqttq.storage.sqlite_schema import SCHEMA_VERSION
 from tests.contract.conftest import run_with
 from tests.contract.test_storage_contract import full_message, ids, msg, payloads
@@ -55,6 +56,28 @@ def test_a_call_writes_one_run_per_client_and_removal_nulls_in_place(tmp_path: P
         assert await s.fetch("b", 0) == []
 
     run_with(SqliteStorage(path), body)
+
+
+def test_a_long_call_is_cut_into_runs_of_run_limit(tmp_path: Path) -> None:
+    """A backlog acked one PUBACK at a time rewrites one bounded run per ack, not the whole
+    backlog: 2 * RUN_LIMIT + 1 entries of one call are three runs."""
+    path = tmp_path / "mqttq.db"
+    count = 2 * RUN_LIMIT + 1
+
+    async def body(s: Storage) -> None:
+        queued = await s.enqueue([("a", msg(n)) for n in range(count)])
+        assert ids(queued) == [(n, n) for n in range(1, count + 1)]
+        runs = _rows(path, "SELECT first_serial, json_array_length(entries) FROM runs")
+        assert runs == [(1, RUN_LIMIT), (RUN_LIMIT + 1, RUN_LIMIT), (2 * RUN_LIMIT + 1, 1)]
+        await s.remove("a", RUN_LIMIT + 2)
+        await s.remove_many([("a", n) for n in range(1, RUN_LIMIT + 1)])
+        assert _rows(path, "SELECT first_serial FROM runs") == [(RUN_LIMIT + 1,), (count,)]
+        assert [e.serial for e in await s.fetch("a", 0)] == [
+            RUN_LIMIT + 1,
+            *range(RUN_LIMIT + 3, count + 1),
+        ]
+
+    run_with(SqliteStorage(path, queue_limit=count), body)
 
 
 def test_an_evicted_index_is_read_back_and_ids_stay_unique(tmp_path: Path) -> None:

@@ -13,11 +13,13 @@ import asyncio
 import tempfile
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mqttq.model import Message
+from mqttq.storage import sqlite_runs
 from mqttq.storage.memory import MemoryStorage
 from mqttq.storage.ports import QueuedMessage, QueueFullPolicy, Storage
 from mqttq.storage.sqlite import SqliteStorage
@@ -73,8 +75,8 @@ async def _play(storage: Storage, ops: list[Op]) -> list[Any]:
             elif kind == "clear":
                 await storage.clear(op[1])
             elif kind == "remove_unknown":
-                live = {e.packet_id for e in await storage.fetch(op[1], -1.0)}
-                if op[2] not in live:
+                held = {e.packet_id for e in await storage.fetch(op[1], -1.0)}
+                if op[2] not in held:
                     await storage.remove(op[1], op[2])
             else:
                 client = op[1]
@@ -97,8 +99,12 @@ async def _play(storage: Storage, ops: list[Op]) -> list[Any]:
 @given(
     ops=st.lists(operations, min_size=1, max_size=25),
     policy=st.sampled_from(list(QueueFullPolicy)),
+    run_limit=st.sampled_from([2, sqlite_runs.RUN_LIMIT]),
 )
-def test_sqlite_runs_match_the_memory_store(ops: list[Op], policy: QueueFullPolicy) -> None:
+def test_sqlite_runs_match_the_memory_store(
+    ops: list[Op], policy: QueueFullPolicy, run_limit: int
+) -> None:
+    """With runs of at most 2 entries too, so that one call's entries span several runs."""
     expected = asyncio.run(_play(MemoryStorage(queue_limit=LIMIT, queue_full_policy=policy), ops))
     with tempfile.TemporaryDirectory(prefix="mqttq-runs-") as tmp:
         sqlite = SqliteStorage(
@@ -108,4 +114,5 @@ def test_sqlite_runs_match_the_memory_store(ops: list[Op], policy: QueueFullPoli
             commit_interval=0.0005,
             index_limit=2,
         )
-        assert asyncio.run(_play(sqlite, ops)) == expected
+        with patch.object(sqlite_runs, "RUN_LIMIT", run_limit):
+            assert asyncio.run(_play(sqlite, ops)) == expected
