@@ -50,6 +50,8 @@ COMPILED_MODULES: Final = (
     "mqttq.routing.router",
     "mqttq.routing.topics",
     "mqttq.routing.trie",
+    # The SQLite writer's queue index: per queued entry, its packet id, its run, its JSON.
+    "mqttq.storage.sqlite_runs",
 )
 """Modules `setup.py` compiles with mypyc: the pure layers (no I/O, no asyncio) and the
 broker's hot path, typed throughout. Their

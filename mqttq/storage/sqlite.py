@@ -39,7 +39,14 @@ from mqttq.storage.session_json import (
     will_to_json,
 )
 from mqttq.storage.sqlite_bodies import MessageBodies
-from mqttq.storage.sqlite_runs import INDEX_LIMIT, QueueIndex, read_runs
+from mqttq.storage.sqlite_runs import (
+    INDEX_LIMIT,
+    RUN_LIMIT,
+    QueueIndex,
+    body_ids,
+    live_entries,
+    read_runs,
+)
 from mqttq.storage.sqlite_writer import (
     SqliteReader,
     SqliteWriter,
@@ -74,15 +81,17 @@ class SqliteStorage:
         queue_full_policy: QueueFullPolicy = QueueFullPolicy.DROP_OLDEST,
         commit_interval: float = 0.002,
         index_limit: int = INDEX_LIMIT,
+        run_limit: int = RUN_LIMIT,
     ) -> None:
         """`queue_limit` (1..65535, else ValueError) bounds each client's queue;
         `commit_interval` is how long the writer waits to gather more jobs into a commit;
-        `index_limit` bounds the live entries the writer indexes in memory."""
+        `index_limit` bounds the live entries the writer indexes in memory, `run_limit`
+        the entries of one stored run (`sqlite_runs`)."""
         check_queue_limit(queue_limit)
         self._limit = queue_limit
         self._policy = queue_full_policy
         # Touched only on the writer thread; dropped whenever a job or commit rolls back.
-        self._runs = QueueIndex(index_limit)
+        self._runs = QueueIndex(index_limit, run_limit)
         self._reader = SqliteReader(Path(path))
         self._fetches: list[
             tuple[str, float, asyncio.Future[tuple[list[QueuedMessage], bool]]]
@@ -276,49 +285,10 @@ class SqliteStorage:
     def _enqueue(
         self, conn: sqlite3.Connection, items: list[tuple[str, Message]]
     ) -> list[QueuedMessage | None]:
-        results: list[QueuedMessage | None] = [None] * len(items)
-        by_client: dict[str, list[int]] = {}
-        for index, (client_id, _message) in enumerate(items):
-            by_client.setdefault(client_id, []).append(index)
-        limit = self._limit
-        runs = self._runs
         body_of = _insert_bodies(conn, items)
-        counters = []
-        for client_id, wanted in by_client.items():
-            queue = runs.queue(conn, client_id)
-            if self._policy is QueueFullPolicy.REJECT_NEW:
-                kept = wanted[: max(0, limit - queue.count)]
-                if not kept:
-                    continue
-            else:
-                # Only the newest `limit` of this call can stay: the others would be
-                # trimmed at once, so they get their ids but are never written.
-                kept = wanted[-limit:]
-                for index in wanted[: len(wanted) - len(kept)]:
-                    queue.last_serial += 1
-                    queue.last_packet_id = queue.last_packet_id % 65535 + 1
-                    results[index] = QueuedMessage(
-                        queue.last_serial, queue.last_packet_id, items[index][1]
-                    )
-                # Trim before assigning ids, so that enough of them are free.
-                excess = queue.count + len(kept) - limit
-                if excess > 0:
-                    runs.drop_oldest(conn, client_id, queue, excess)
-                    self._deleted += excess
-            messages = [items[index][1] for index in kept]
-            packet_ids = runs.append(
-                conn,
-                client_id,
-                queue,
-                [body_of[id(message)] for message in messages],
-                [message.expires_at for message in messages],
-            )
-            serial = queue.last_serial - len(kept)
-            for index, packet_id, message in zip(kept, packet_ids, messages, strict=True):
-                serial += 1
-                results[index] = QueuedMessage(serial, packet_id, message)
-            counters.append((client_id, queue.last_serial, queue.last_packet_id))
-        conn.executemany(_SAVE_COUNTERS, counters)
+        reject_new = self._policy is QueueFullPolicy.REJECT_NEW
+        results, trimmed = self._runs.enqueue(conn, items, body_of, self._limit, reject_new)
+        self._deleted += trimmed
         return results
 
     def _fetch(
@@ -326,26 +296,8 @@ class SqliteStorage:
     ) -> tuple[list[QueuedMessage], bool]:
         """(entries not expired at `now`, whether some were expired); reader thread."""
         runs = read_runs(conn, client_id)
-        bodies = self._bodies.read(
-            conn, {entry[1] for _first, run in runs for entry in run if entry is not None}
-        )
-        # One pass over the entries: a drain builds one QueuedMessage per entry, no more.
-        entries: list[QueuedMessage] = []
-        expired = False
-        unreadable: list[int] = []
-        for first, run in runs:
-            for offset, entry in enumerate(run):
-                if entry is None:
-                    continue
-                packet_id, body_id, expires_at, pubrel = entry
-                if expires_at is not None and now >= expires_at:
-                    expired = True
-                    continue
-                message = bodies.get(body_id)
-                if message is None:
-                    unreadable.append(first + offset)
-                    continue
-                entries.append(QueuedMessage(first + offset, packet_id, message, pubrel == 1))
+        bodies = self._bodies.read(conn, body_ids(runs))
+        entries, expired, unreadable = live_entries(runs, bodies, now)
         if unreadable:
             _log.error("skipping unreadable queue entries of %s: serials %s", client_id, unreadable)
         return entries, expired
@@ -379,7 +331,6 @@ _INSERT_BODY = "INSERT INTO messages (body) VALUES (?)"
 _SWEEP = "DELETE FROM messages WHERE id NOT IN (SELECT message_id FROM queue)"
 _SWEEP_MIN = 4096
 """Entries deleted before a sweep is worth its scan, however small the queues."""
-_SAVE_COUNTERS = "INSERT OR REPLACE INTO counters VALUES (?, ?, ?)"
 
 
 def _insert_bodies(conn: sqlite3.Connection, items: list[tuple[str, Message]]) -> dict[int, int]:

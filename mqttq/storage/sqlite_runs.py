@@ -23,7 +23,18 @@ import sqlite3
 from bisect import bisect_right
 from typing import Any, Final
 
-__all__ = ["INDEX_LIMIT", "RUN_LIMIT", "ClientQueue", "QueueIndex", "read_runs"]
+from mqttq.model import Message
+from mqttq.storage.ports import QueuedMessage
+
+__all__ = [
+    "INDEX_LIMIT",
+    "RUN_LIMIT",
+    "ClientQueue",
+    "QueueIndex",
+    "body_ids",
+    "live_entries",
+    "read_runs",
+]
 
 INDEX_LIMIT: Final = 1_000_000
 """Live entries the writer indexes at most (about 70 B each); beyond, whole clients go."""
@@ -44,6 +55,7 @@ _DELETE_RUNS: Final = "DELETE FROM runs WHERE client_id = ? AND first_serial IN 
 _DELETE_CHUNK: Final = 500
 _CLEAR: Final = "DELETE FROM runs WHERE client_id = ?"
 _COUNTERS: Final = "SELECT last_serial, last_packet_id FROM counters WHERE client_id = ?"
+_SAVE_COUNTERS: Final = "INSERT OR REPLACE INTO counters VALUES (?, ?, ?)"
 
 _dumps = json.JSONEncoder(separators=(",", ":")).encode
 """A run's entries as JSON (one encoder for all calls: `json.dumps` with options builds a
@@ -54,6 +66,38 @@ def read_runs(conn: sqlite3.Connection, client_id: str) -> list[tuple[int, list[
     """The client's runs in serial order: (first serial, its decoded entries, `None` where
     one is gone). Used by both threads, each on its own connection."""
     return [(first, json.loads(text)) for first, text in conn.execute(_SELECT_RUNS, (client_id,))]
+
+
+def body_ids(runs: list[tuple[int, list[Any]]]) -> set[int]:
+    """The message ids the live entries of `runs` point at."""
+    return {entry[1] for _first, run in runs for entry in run if entry is not None}
+
+
+def live_entries(
+    runs: list[tuple[int, list[Any]]], bodies: dict[int, Message], now: float
+) -> tuple[list[QueuedMessage], bool, list[int]]:
+    """The entries of `runs` (`read_runs`) not expired at `now`, each with its message
+    from `bodies` (by message id); whether some had expired; and the serials of those
+    whose message is not in `bodies` (unreadable: left out). One pass, and one
+    QueuedMessage per entry: what a drain costs per message on the reader thread."""
+    entries: list[QueuedMessage] = []
+    expired = False
+    unreadable: list[int] = []
+    for first, run in runs:
+        serial = first
+        for entry in run:
+            if entry is not None:
+                packet_id, body_id, expires_at, pubrel = entry
+                if expires_at is not None and now >= expires_at:
+                    expired = True
+                else:
+                    message = bodies.get(body_id)
+                    if message is None:
+                        unreadable.append(serial)
+                    else:
+                        entries.append(QueuedMessage(serial, packet_id, message, pubrel == 1))
+            serial += 1
+    return entries, expired, unreadable
 
 
 def _read_run(conn: sqlite3.Connection, client_id: str, first: int) -> list[Any]:
@@ -110,12 +154,13 @@ class QueueIndex:
     """The writer thread's runs: every change to the `runs` table goes through here, so the
     in-memory index and the file agree (`clear_cache` after a rollback)."""
 
-    __slots__ = ("_indexed", "_limit", "_queues")
+    __slots__ = ("_indexed", "_limit", "_queues", "_run_limit")
 
-    def __init__(self, limit: int = INDEX_LIMIT) -> None:
+    def __init__(self, limit: int = INDEX_LIMIT, run_limit: int = RUN_LIMIT) -> None:
         self._queues: dict[str, ClientQueue] = {}
         self._indexed = 0
         self._limit = limit
+        self._run_limit = run_limit
 
     def clear_cache(self) -> None:
         """Forget everything (work was rolled back: the file is the truth)."""
@@ -156,6 +201,65 @@ class QueueIndex:
                 queue.live[first] = live
         return queue
 
+    def enqueue(
+        self,
+        conn: sqlite3.Connection,
+        items: list[tuple[str, Message]],
+        body_of: dict[int, int],
+        limit: int,
+        reject_new: bool,
+    ) -> tuple[list[QueuedMessage | None], int]:
+        """Queue each (client, message) of `items` (the message's body id in `body_of`, by
+        `id(message)`), each client's queue kept within `limit`: beyond it the new ones are
+        refused (`reject_new`, their result `None`), else the oldest go. The entries in
+        `items`' order, and how many old ones were trimmed."""
+        results: list[QueuedMessage | None] = [None] * len(items)
+        by_client: dict[str, list[int]] = {}
+        for index, (client_id, _message) in enumerate(items):
+            wanted = by_client.get(client_id)
+            if wanted is None:
+                by_client[client_id] = [index]
+            else:
+                wanted.append(index)
+        trimmed = 0
+        counters: list[tuple[str, int, int]] = []
+        for client_id, wanted in by_client.items():
+            queue = self.queue(conn, client_id)
+            if reject_new:
+                kept = wanted[: max(0, limit - queue.count)]
+                if not kept:
+                    continue
+            else:
+                # Only the newest `limit` of this call can stay: the others would be
+                # trimmed at once, so they get their ids but are never written.
+                kept = wanted[-limit:]
+                for index in wanted[: len(wanted) - len(kept)]:
+                    queue.last_serial += 1
+                    queue.last_packet_id = queue.last_packet_id % 65535 + 1
+                    results[index] = QueuedMessage(
+                        queue.last_serial, queue.last_packet_id, items[index][1]
+                    )
+                # Trim before assigning ids, so that enough of them are free.
+                excess = queue.count + len(kept) - limit
+                if excess > 0:
+                    self.drop_oldest(conn, client_id, queue, excess)
+                    trimmed += excess
+            messages = [items[index][1] for index in kept]
+            packet_ids = self.append(
+                conn,
+                client_id,
+                queue,
+                [body_of[id(message)] for message in messages],
+                [message.expires_at for message in messages],
+            )
+            serial = queue.last_serial - len(kept)
+            for index, packet_id, message in zip(kept, packet_ids, messages, strict=True):
+                serial += 1
+                results[index] = QueuedMessage(serial, packet_id, message)
+            counters.append((client_id, queue.last_serial, queue.last_packet_id))
+        conn.executemany(_SAVE_COUNTERS, counters)
+        return results, trimmed
+
     def append(
         self,
         conn: sqlite3.Connection,
@@ -165,11 +269,12 @@ class QueueIndex:
         expiries: list[float | None],
     ) -> list[int]:
         """Queue messages (their message ids and expiries) with the next serials, in runs
-        of at most `RUN_LIMIT`; their packet ids, in order. An id still held by an entry of
-        the queue (one left unacknowledged while 65535 later ones passed) is skipped, so no
-        two entries of a queue ever share one [MQTT-2.2.1-4]. The caller keeps the queue
+        of at most the run limit; their packet ids, in order. An id still held by an entry
+        of the queue (one left unacknowledged while 65535 later ones passed) is skipped, so
+        no two entries of a queue ever share one [MQTT-2.2.1-4]. The caller keeps the queue
         within 65535."""
         used = queue.serial_of
+        run_limit = self._run_limit
         serial = queue.last_serial + 1
         packet_id = queue.last_packet_id
         packet_ids: list[int] = []
@@ -186,8 +291,8 @@ class QueueIndex:
             # the one-entry runs of live traffic. repr() of a float is JSON (finite here).
             expiry = "null" if expires_at is None else repr(expires_at)
             elements.append(f"[{packet_id},{body},{expiry},0]")
-            if len(elements) == RUN_LIMIT:
-                rows.append((client_id, serial - RUN_LIMIT, "[" + ",".join(elements) + "]"))
+            if len(elements) == run_limit:
+                rows.append((client_id, serial - run_limit, "[" + ",".join(elements) + "]"))
                 elements = []
         if elements:
             rows.append((client_id, serial - len(elements), "[" + ",".join(elements) + "]"))
@@ -199,7 +304,7 @@ class QueueIndex:
             conn.executemany(_INSERT_RUN, rows)
         for _client_id, first, _text in rows:
             queue.starts.append(first)
-            queue.live[first] = min(RUN_LIMIT, serial - first)
+            queue.live[first] = min(run_limit, serial - first)
         self._indexed += len(packet_ids)
         self._evict()
         return packet_ids

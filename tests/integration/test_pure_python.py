@@ -43,6 +43,9 @@ PURE_LAYER_TESTS = (
     "tests/unit/test_broker_pending.py",
     "tests/unit/test_cluster_node.py",
     "tests/unit/test_plain_tcp.py",
+    "tests/unit/test_sqlite_runs_index.py",
+    "tests/property/test_sqlite_runs_props.py",
+    "tests/contract/test_sqlite_runs.py",
     "tests/integration/test_session.py",
     "tests/integration/test_aliases.py",
     # Its start line names the build: "pure (MQTTQ_PURE=1)" here, in the test and the broker.

@@ -13,7 +13,6 @@ import asyncio
 import tempfile
 from pathlib import Path
 from typing import Any
-from unittest.mock import patch
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -113,6 +112,6 @@ def test_sqlite_runs_match_the_memory_store(
             queue_full_policy=policy,
             commit_interval=0.0005,
             index_limit=2,
+            run_limit=run_limit,
         )
-        with patch.object(sqlite_runs, "RUN_LIMIT", run_limit):
-            assert asyncio.run(_play(sqlite, ops)) == expected
+        assert asyncio.run(_play(sqlite, ops)) == expected
