@@ -60,9 +60,11 @@ _FetchOutcome = tuple[list[QueuedMessage], bool] | StorageError
 """One client's (entries, whether some had expired), or why it could not be read."""
 
 _ENQUEUE_CHUNK = 2000
-"""Entries per commit when a loop iteration's fan-out is large: at ~1.5 us an entry (runs,
-schema 6) a chunk's job takes ~3 ms and its commit (fsync) ~1.5 ms. Measured on the
-persistent scenario (100 x 100): 1,000 or 4,000 gave a later 50th PUBACK than 2,000."""
+"""Entries per commit when a loop iteration's fan-out is large: at ~1 us an entry (runs,
+schema 6, compiled) a chunk's job takes ~2 ms and its commit (fsync) ~1.5 ms. Measured on
+the persistent scenario (100 x 100): 1,000 or 4,000 gave a later 50th PUBACK than 2,000;
+5,000 an earlier one only by putting the 50th message in the first commit, with a later
+first PUBACK (docs/benchmarks.md, issue 14 section 7)."""
 
 
 class SqliteStorage:
