@@ -1,4 +1,6 @@
-"""A client's queue as runs (schema 6, `sqlite_schema`): the writer thread's side.
+"""A client's queue as runs (schema 6, `sqlite_schema`): the writer thread's side, and
+the reader's decoding of runs into entries. Compiled with mypyc (`mqttq.build`): this is
+where the per-entry work of both threads is.
 
 One `enqueue` call writes, for each client it names, ONE `runs` row holding all of that
 client's new entries as a JSON array (`[packet_id, message_id, expires_at, pubrel]` each;
