@@ -34,9 +34,10 @@ RUNS_TABLE: Final = """CREATE TABLE IF NOT EXISTS runs (
     entries TEXT NOT NULL,
     PRIMARY KEY (client_id, first_serial)
 ) WITHOUT ROWID"""
-"""The entries one `enqueue` call queued for one client, serials consecutive from
-`first_serial`: a JSON array of `[packet_id, message_id, expires_at, pubrel]`, `null`
-where an entry is gone (see `sqlite_runs`)."""
+"""The entries one `enqueue` call queued for one client (at most
+`sqlite_runs.RUN_LIMIT` of them), serials consecutive from `first_serial`: a JSON array
+of `[packet_id, message_id, expires_at, pubrel]`, `null` where an entry is gone (see
+`sqlite_runs`)."""
 
 QUEUE_VIEW: Final = """CREATE VIEW IF NOT EXISTS queue AS
 SELECT runs.client_id AS client_id,

@@ -1,4 +1,5 @@
-"""SQLite's run layout (schema 6): one row per client per `enqueue` call, entries gone
+"""SQLite's run layout (schema 6): one row per client per `enqueue` call (per RUN_LIMIT
+entries of a longer one), entries gone
 become null in place, the `queue` view shows the live ones; the writer's in-memory index
 of packet ids, evicted and read back; the upgrade of a version 5 file."""
 
