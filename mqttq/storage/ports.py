@@ -74,6 +74,27 @@ class ChunkedQueueStore(Protocol):
 
 
 @runtime_checkable
+class InboxStore(Protocol):
+    """A store with a publish inbox (SQLite, `sqlite_inbox`): a message is made durable as
+    one row before its fan-out, and the `enqueue_logged` call that queues its entries
+    deletes that row atomically."""
+
+    async def append_inbox(self, rows: Sequence[tuple[str, Message]]) -> list[int]:
+        """Store each (tenant, message) durably; their sequence numbers."""
+
+    async def enqueue_logged(
+        self, items: Sequence[tuple[str, Message]], seqs: Sequence[int]
+    ) -> list[QueuedMessage | None]:
+        """`enqueue(items)`, deleting the inbox rows `seqs` in the same transaction."""
+
+    async def inbox_done(self, seqs: Sequence[int]) -> None:
+        """Delete inbox rows whose messages queued nothing."""
+
+    async def load_inbox(self) -> list[tuple[int, str, Message]]:
+        """The rows left: (seq, tenant, message) in the order they were stored."""
+
+
+@runtime_checkable
 class PresenceMarker(Protocol):
     """A store that records which node a client is connected to (Redis queues:
     `{client_id}_session_node`), and reports it with every entry it queues."""

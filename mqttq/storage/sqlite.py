@@ -29,6 +29,7 @@ from typing import Any
 
 from mqttq.errors import StorageError
 from mqttq.model import Message
+from mqttq.storage import sqlite_inbox
 from mqttq.storage.codec_json import message_from_json, message_to_json
 from mqttq.storage.memory import check_queue_limit
 from mqttq.storage.ports import QueuedMessage, QueueFullPolicy, SessionRecord
@@ -166,6 +167,39 @@ class SqliteStorage:
         return await self._writer.submit(
             lambda conn: self._enqueue(conn, copied), weight=len(copied)
         )
+
+    # --- the publish inbox (sqlite_inbox) ---------------------------------------------
+
+    async def append_inbox(self, rows: Sequence[tuple[str, Message]]) -> list[int]:
+        """Store each (tenant, message) as an inbox row, committed at once (not waiting
+        to share the commit: publishers wait for it); their sequence numbers."""
+        copied = list(rows)
+        return await self._writer.submit(
+            lambda conn: sqlite_inbox.append(conn, copied), weight=_ENQUEUE_CHUNK
+        )
+
+    async def enqueue_logged(
+        self, items: Sequence[tuple[str, Message]], seqs: Sequence[int]
+    ) -> list[QueuedMessage | None]:
+        """`enqueue`, and delete the inbox rows `seqs` (the messages `items` came from) in
+        the same transaction."""
+        copied = list(items)
+        done = list(seqs)
+
+        def job(conn: sqlite3.Connection) -> list[QueuedMessage | None]:
+            sqlite_inbox.delete(conn, done)
+            return self._enqueue(conn, copied)
+
+        return await self._writer.submit(job, weight=len(copied))
+
+    async def inbox_done(self, seqs: Sequence[int]) -> None:
+        """Delete inbox rows whose messages were routed with nothing to queue."""
+        done = list(seqs)
+        await self._writer.submit(lambda conn: sqlite_inbox.delete(conn, done))
+
+    async def load_inbox(self) -> list[tuple[int, str, Message]]:
+        """The inbox rows left by the last run: (seq, tenant, message), in order."""
+        return await self._writer.submit(sqlite_inbox.load)
 
     async def fetch(self, client_id: str, now: float) -> list[QueuedMessage]:
         """The client's queue in serial order; entries expired at `now` are deleted.

@@ -15,11 +15,12 @@ from typing import Final
 
 from mqttq.errors import StorageError
 
-SCHEMA_VERSION: Final = 6
+SCHEMA_VERSION: Final = 7
 """1: the first layout; 2: sessions and retained messages carry their tenant; 3: sessions
 keep their will and the inbound QoS 2 ids awaiting PUBREL; 4: application_session_ctx;
 5: message-once queues (a body per message in `messages`, small `queue` rows);
-6: a row per run of a client's entries (`runs`), `queue` a view of their live entries."""
+6: a row per run of a client's entries (`runs`), `queue` a view of their live entries;
+7: the publish inbox (`inbox`)."""
 
 MESSAGES_TABLE: Final = """CREATE TABLE IF NOT EXISTS messages (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -72,6 +73,20 @@ _QUEUE_V4: Final = """CREATE TABLE IF NOT EXISTS queue (
 )"""
 """The queue of versions 1 to 4: every entry carries its whole message as JSON."""
 
+INBOX_TABLE: Final = """CREATE TABLE IF NOT EXISTS inbox (
+    seq INTEGER PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    publisher TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    expires_at REAL,
+    publish BLOB NOT NULL
+)"""
+"""Accepted PUBLISHes not yet fanned out (`sqlite_inbox`): the publisher was acknowledged
+once its row committed; the transaction that queues the message's entries deletes it, and
+a row still here at start is routed again before the listeners open. `publish`: the
+message as an MQTT 5 PUBLISH packet (topic, payload, QoS, retain, properties), the
+broker's own fields beside it."""
+
 APP_CONTEXT_TABLE: Final = """CREATE TABLE IF NOT EXISTS application_session_ctx (
     client_id TEXT PRIMARY KEY,
     last_updated_time REAL NOT NULL,
@@ -121,6 +136,7 @@ _TABLES: Final = (
         PRIMARY KEY (tenant, topic)
     ) WITHOUT ROWID""",
     APP_CONTEXT_TABLE,
+    INBOX_TABLE,
 )
 
 _UPGRADES: Final[dict[int, tuple[str, ...]]] = {
@@ -170,6 +186,8 @@ _UPGRADES: Final[dict[int, tuple[str, ...]]] = {
         "DROP TABLE queue",
         QUEUE_VIEW,
     ),
+    # 6 -> 7: a new table, empty.
+    6: (INBOX_TABLE,),
 }
 """Statements that bring a file of version N to N + 1."""
 

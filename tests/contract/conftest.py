@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import sqlite3
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
@@ -53,3 +54,11 @@ def run_with(storage: Storage, body: Callable[[Storage], Awaitable[None]]) -> No
             await storage.close()
 
     asyncio.run(main())
+
+
+def sql_rows(path: Path, sql: str) -> list[tuple[object, ...]]:
+    """The rows `sql` selects from the SQLite file at `path` (its own connection)."""
+    with sqlite3.connect(path) as conn:
+        rows = conn.execute(sql).fetchall()
+    conn.close()
+    return rows

@@ -14,15 +14,8 @@ from mqttq.storage.ports import Storage
 from mqttq.storage.sqlite import SqliteStorage
 from mqttq.storage.sqlite_runs import RUN_LIMIT
 from mqttq.storage.sqlite_schema import SCHEMA_VERSION
-from tests.contract.conftest import run_with
+from tests.contract.conftest import run_with, sql_rows
 from tests.contract.test_storage_contract import full_message, ids, msg, payloads
-
-
-def _rows(path: Path, sql: str) -> list[tuple[object, ...]]:
-    with sqlite3.connect(path) as conn:
-        rows = conn.execute(sql).fetchall()
-    conn.close()
-    return rows
 
 
 def test_a_call_writes_one_run_per_client_and_removal_nulls_in_place(tmp_path: Path) -> None:
@@ -32,7 +25,7 @@ def test_a_call_writes_one_run_per_client_and_removal_nulls_in_place(tmp_path: P
         shared = [msg(n) for n in range(3)]
         await s.enqueue([(c, m) for m in shared for c in ("a", "b")])
         await s.enqueue([("a", msg(3))])
-        assert _rows(path, "SELECT client_id, first_serial FROM runs ORDER BY 1, 2") == [
+        assert sql_rows(path, "SELECT client_id, first_serial FROM runs ORDER BY 1, 2") == [
             ("a", 1),
             ("a", 4),
             ("b", 1),
@@ -40,11 +33,13 @@ def test_a_call_writes_one_run_per_client_and_removal_nulls_in_place(tmp_path: P
         await s.remove_many([("a", 2), ("b", 1), ("b", 2), ("b", 3)])
         await s.mark_pubrel("a", 3)
         # b's run is gone; a's first run keeps its positions (serials do not move).
-        assert _rows(path, "SELECT client_id, first_serial, entries FROM runs ORDER BY 1, 2") == [
+        assert sql_rows(
+            path, "SELECT client_id, first_serial, entries FROM runs ORDER BY 1, 2"
+        ) == [
             ("a", 1, "[[1,1,null,0],null,[3,3,null,1]]"),
             ("a", 4, "[[4,4,null,0]]"),
         ]
-        assert _rows(
+        assert sql_rows(
             path, "SELECT client_id, serial, packet_id, pubrel, message_id FROM queue"
         ) == [("a", 1, 1, 0, 1), ("a", 3, 3, 1, 3), ("a", 4, 4, 0, 4)]
         a = await s.fetch("a", 0)
@@ -68,11 +63,11 @@ def test_a_long_call_is_cut_into_runs_of_run_limit(tmp_path: Path) -> None:
     async def body(s: Storage) -> None:
         queued = await s.enqueue([("a", msg(n)) for n in range(count)])
         assert ids(queued) == [(n, n) for n in range(1, count + 1)]
-        runs = _rows(path, "SELECT first_serial, json_array_length(entries) FROM runs")
+        runs = sql_rows(path, "SELECT first_serial, json_array_length(entries) FROM runs")
         assert runs == [(1, RUN_LIMIT), (RUN_LIMIT + 1, RUN_LIMIT), (2 * RUN_LIMIT + 1, 1)]
         await s.remove("a", RUN_LIMIT + 2)
         await s.remove_many([("a", n) for n in range(1, RUN_LIMIT + 1)])
-        assert _rows(path, "SELECT first_serial FROM runs") == [(RUN_LIMIT + 1,), (count,)]
+        assert sql_rows(path, "SELECT first_serial FROM runs") == [(RUN_LIMIT + 1,), (count,)]
         assert [e.serial for e in await s.fetch("a", 0)] == [
             RUN_LIMIT + 1,
             *range(RUN_LIMIT + 3, count + 1),
@@ -104,7 +99,7 @@ def test_an_evicted_index_is_read_back_and_ids_stay_unique(tmp_path: Path) -> No
         ]
         await s.remove_many([("c", 1), ("c", 2), ("b", 1)])
         assert await s.fetch("c", 0) == []
-        assert _rows(path, "SELECT client_id, COUNT(*) FROM queue GROUP BY 1 ORDER BY 1") == [
+        assert sql_rows(path, "SELECT client_id, COUNT(*) FROM queue GROUP BY 1 ORDER BY 1") == [
             ("a", 3),
             ("b", 1),
         ]
@@ -164,8 +159,8 @@ def test_sqlite_upgrades_a_version_5_queue(tmp_path: Path) -> None:
         assert payloads(await s.fetch("a", 0)) == [b"p2", b"p3"]
 
     run_with(SqliteStorage(path), check)
-    assert _rows(path, "SELECT version FROM schema_version") == [(SCHEMA_VERSION,)]
-    assert _rows(path, "SELECT serial, packet_id, expires_at FROM queue") == [
+    assert sql_rows(path, "SELECT version FROM schema_version") == [(SCHEMA_VERSION,)]
+    assert sql_rows(path, "SELECT serial, packet_id, expires_at FROM queue") == [
         (65536, 1, 4e9),
         (65537, 2, None),
     ]
@@ -188,7 +183,7 @@ def test_fetches_of_one_loop_iteration_each_get_their_own_queue(tmp_path: Path) 
             [b"p4"],
             [],
         )
-        assert _rows(path, "SELECT client_id, serial FROM queue ORDER BY 1, 2") == [
+        assert sql_rows(path, "SELECT client_id, serial FROM queue ORDER BY 1, 2") == [
             ("a", 1),
             ("a", 2),
             ("b", 1),
