@@ -46,6 +46,18 @@ _PLAIN: Final = (
     ("app_expired", "mqttq_app_messages_expired", "APPLICATION messages expired.", True),
     ("app_retried", "mqttq_app_messages_retried", "APPLICATION messages re-sent.", True),
     (
+        "inbox_held",
+        "mqttq_inbox_held",
+        "Accepted PUBLISHes held in the publish inbox, not routed yet.",
+        False,
+    ),
+    (
+        "inbox_backlog",
+        "mqttq_inbox_fanout_backlog",
+        "Queue entries routed from the publish inbox, not committed yet.",
+        False,
+    ),
+    (
         "log_produce_failures",
         "mqttq_log_produce_failures",
         "PUBLISHes the Kafka message log did not confirm (publisher refused).",

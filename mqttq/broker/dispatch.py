@@ -130,7 +130,17 @@ def _route(client: Client, packet: PublishPacket) -> None:
     if hub.log is not None:
         _append(client, packet, hub.append_to_log(session.space.name, message))
         return
-    fan = hub.publish(session.space, message, deliver_now=not steps)
+    space = session.space
+    inbox = hub.inbox
+    if inbox is not None and inbox.takes(space.name, message):
+        held = inbox.publish(space, message)
+        if held is not None:
+            steps.add(held, partial(_accepted, client, packet.qos, packet.packet_id))
+            client.pause_reading_if_behind()
+        return
+    fan = hub.publish(space, message, deliver_now=not steps)
+    if inbox is not None:
+        inbox.learn(space.name, message, isinstance(fan, Fanout) and fan.enqueue is not None)
     qos = packet.qos
     if not isinstance(fan, Fanout):  # delivered already: `fan` is the reason code
         if not qos:
@@ -156,18 +166,22 @@ def _append(client: Client, packet: PublishPacket, future: asyncio.Future[Any]) 
     qos = packet.qos
     if not qos:
         return
-    client.steps.add(future, partial(_appended, client, qos, packet.packet_id))
+    client.steps.add(future, partial(_accepted, client, qos, packet.packet_id))
     client.pause_reading_if_behind()
 
 
-def _appended(
+def _accepted(
     client: Client, qos: int, packet_id: int | None, future: asyncio.Future[Any] | None
 ) -> None:
+    """The answer to a PUBLISH appended to the message log or taken by the publish inbox:
+    success once the log or the inbox row has it, 0x80 (or a disconnect at 3.x) when that
+    failed, or the reason code of a held retained message's routing."""
     assert future is not None
     if future.cancelled() or future.exception() is not None:
         _ack(client, qos, packet_id, ReasonCode.UNSPECIFIED_ERROR)
-    else:
-        _ack(client, qos, packet_id, ReasonCode.SUCCESS)
+        return
+    result = future.result()
+    _ack(client, qos, packet_id, result if isinstance(result, ReasonCode) else ReasonCode.SUCCESS)
 
 
 def _acknowledge(

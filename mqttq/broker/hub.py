@@ -19,6 +19,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from mqttq.broker.encoded import EncodedPublishes
+from mqttq.broker.inbox import PublishInbox
 from mqttq.broker.pending import BackgroundTasks, EnqueueBatcher, RemoveBatcher
 from mqttq.broker.session import Session
 from mqttq.broker.stats import BrokerStats
@@ -36,7 +37,13 @@ from mqttq.routing.topics import (
     validate_topic_filter,
 )
 from mqttq.storage.log_ports import MessageLog
-from mqttq.storage.ports import ChunkedQueueStore, QueuedMessage, SessionRecord, Storage
+from mqttq.storage.ports import (
+    ChunkedQueueStore,
+    InboxStore,
+    QueuedMessage,
+    SessionRecord,
+    Storage,
+)
 
 if TYPE_CHECKING:
     from mqttq.broker.app_log import AppLog
@@ -101,10 +108,21 @@ class Hub:
         self.stats = BrokerStats()
         self.tasks = BackgroundTasks(self.stats.storage_latency)
         chunk = storage.enqueue_chunk if isinstance(storage, ChunkedQueueStore) else None
-        self._batcher = EnqueueBatcher(storage.enqueue, self.tasks, chunk)
+        inbox_store = storage if isinstance(storage, InboxStore) else None
+        self._batcher = EnqueueBatcher(
+            storage.enqueue,
+            self.tasks,
+            chunk,
+            None if inbox_store is None else inbox_store.enqueue_logged,
+        )
         self._removals = RemoveBatcher(storage.remove_many, self.tasks)
         self.max_queued_messages = settings.max_queued_messages
         self.reject_when_full = settings.queue_full_policy == "reject_new"
+        self.inbox: PublishInbox | None = None
+        """The publish inbox (broker/inbox.py), with a store that has one; not under
+        reject_new, whose 0x97 answer needs the fan-out before the PUBACK."""
+        if inbox_store is not None and not self.reject_when_full:
+            self.inbox = PublishInbox(self, inbox_store)
         self._queue_qos0 = settings.queue_qos0
         self._online = self.is_online  # one bound method, not one per PUBLISH
         self.encoded = EncodedPublishes()
@@ -124,6 +142,7 @@ class Hub:
         remote (`ClusterNode.deliver`), retained messages and session records are shared,
         and a `$share` member connected to another node counts as online."""
         self.cluster = cluster
+        self.inbox = None  # remote deliveries have no place in the inbox's one commit
         local = self.is_online
         connected = cluster.is_connected
         self._online = lambda client_id: local(client_id) or connected(client_id)
@@ -168,9 +187,10 @@ class Hub:
         )
 
     def publish(
-        self, space: TenantSpace, message: Message, deliver_now: bool
+        self, space: TenantSpace, message: Message, deliver_now: bool, logged: int | None = None
     ) -> Fanout | ReasonCode:
-        """Route `message` once within the publisher's tenant and start its storage writes.
+        """Route `message` once within the publisher's tenant and start its storage writes
+        (`logged`: its inbox row, deleted by the commit of its entries).
 
         With `deliver_now`, deliveries that wait for nothing are made at once, and when
         nothing waits at all the publisher's reason code is returned (the common case,
@@ -246,7 +266,7 @@ class Hub:
         fan.count = count
         fan.rejected = rejected
         if items:
-            fan.enqueue = self._batcher.enqueue(items)
+            fan.enqueue = self._batcher.enqueue(items, logged)
         return fan
 
     def _retain(self, space: TenantSpace, message: Message, fan: Fanout) -> bool:
@@ -474,6 +494,8 @@ class Hub:
                 sid,
             )
             is_new = router.subscribe(client_id, subscription)
+            if qos and session.expiry_interval and self.inbox is not None:
+                self.inbox.expect_storage(space.name)
             codes.append(_GRANTED[qos])
             granted.append(topic_filter)
             handling = request.retain_handling
@@ -566,6 +588,8 @@ class Hub:
             counters[f"messages_in_qos{qos}"] = stats.messages_in[qos]
             counters[f"messages_out_qos{qos}"] = stats.messages_out[qos]
             counters[f"messages_dropped_qos{qos}"] = stats.dropped[qos]
+        if self.inbox is not None:
+            counters.update(self.inbox.statistics())
         if self.log is not None:
             counters["log_produce_failures"] = stats.log_produce_failures
             counters.update(self.log.statistics())

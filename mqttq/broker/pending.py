@@ -26,6 +26,10 @@ logger = logging.getLogger("mqttq.broker")
 
 T = TypeVar("T")
 
+_Waiter = tuple[asyncio.Future[list[Any]], int, int, int | None]
+"""A caller of `EnqueueBatcher.enqueue`: its future, its items' [start, end) in the
+batch, and the inbox row of its message (None: not logged)."""
+
 StepDone = Callable[["asyncio.Future[Any] | None"], None]
 """Completion of a step; receives the step's future (None for a step with nothing to wait)."""
 
@@ -176,23 +180,31 @@ class EnqueueBatcher:
     own (SQLite) lets the first callers' acks go out while later items are still written.
     """
 
-    __slots__ = ("_chunk", "_enqueue", "_items", "_loop", "_tasks", "_waiters")
+    __slots__ = ("_chunk", "_enqueue", "_enqueue_logged", "_items", "_loop", "_tasks", "_waiters")
 
     def __init__(
         self,
         enqueue: Callable[[list[tuple[str, Any]]], Coroutine[Any, Any, list[Any]]],
         tasks: BackgroundTasks,
         chunk: int | None = None,
+        enqueue_logged: Callable[[list[tuple[str, Any]], list[int]], Coroutine[Any, Any, list[Any]]]
+        | None = None,
     ) -> None:
+        """`enqueue_logged(items, seqs)`: the store's enqueue that also deletes the inbox
+        rows `seqs` in its transaction (`InboxStore`), for calls with logged messages."""
         self._enqueue = enqueue
+        self._enqueue_logged = enqueue_logged
         self._tasks = tasks
         self._chunk = chunk
         self._loop: asyncio.AbstractEventLoop | None = None
         self._items: list[tuple[str, Any]] = []
-        self._waiters: list[tuple[asyncio.Future[list[Any]], int, int]] = []
+        self._waiters: list[_Waiter] = []
 
-    def enqueue(self, items: list[tuple[str, Any]]) -> asyncio.Future[list[Any]]:
-        """A future of the entries for `items`, aligned with them."""
+    def enqueue(
+        self, items: list[tuple[str, Any]], logged: int | None = None
+    ) -> asyncio.Future[list[Any]]:
+        """A future of the entries for `items`, aligned with them. `logged`: the inbox row
+        of the message they come from, deleted by the same commit (needs `enqueue_logged`)."""
         loop = self._loop
         if loop is None:
             loop = self._loop = asyncio.get_running_loop()
@@ -201,7 +213,7 @@ class EnqueueBatcher:
         if not start:
             loop.call_soon(self._flush)
         self._items += items
-        self._waiters.append((future, start, len(self._items)))
+        self._waiters.append((future, start, len(self._items), logged))
         self._tasks.track_enqueue(future)
         return future
 
@@ -213,20 +225,24 @@ class EnqueueBatcher:
             self._call(items, waiters)
             return
         first = 0  # index in `waiters` of the group's first caller
-        for index, (_future, _start, end) in enumerate(waiters):
+        for index, (_future, _start, end, _logged) in enumerate(waiters):
             last = index + 1 == len(waiters)
             if last or waiters[index + 1][2] - waiters[first][1] > chunk:
                 offset = waiters[first][1]
-                group = [(f, s - offset, e - offset) for f, s, e in waiters[first : index + 1]]
+                group = [
+                    (f, s - offset, e - offset, logged)
+                    for f, s, e, logged in waiters[first : index + 1]
+                ]
                 self._call(items[offset:end], group)
                 first = index + 1
 
-    def _call(
-        self,
-        items: list[tuple[str, Any]],
-        waiters: list[tuple[asyncio.Future[list[Any]], int, int]],
-    ) -> None:
-        task = asyncio.ensure_future(self._enqueue(items))
+    def _call(self, items: list[tuple[str, Any]], waiters: list[_Waiter]) -> None:
+        seqs = [logged for _f, _s, _e, logged in waiters if logged is not None]
+        if seqs:
+            assert self._enqueue_logged is not None
+            task = asyncio.ensure_future(self._enqueue_logged(items, seqs))
+        else:
+            task = asyncio.ensure_future(self._enqueue(items))
         loop = task.get_loop()
         started = loop.time()
 
@@ -238,7 +254,7 @@ class EnqueueBatcher:
                 error = done.exception()
             if error is not None:
                 logger.warning("storage enqueue of %d messages failed: %s", len(items), error)
-            for future, start, end in waiters:
+            for future, start, end, _logged in waiters:
                 if future.done():
                     continue
                 if error is not None:

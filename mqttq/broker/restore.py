@@ -60,6 +60,8 @@ async def restore_sessions(endings: SessionEndings, max_session_expiry_interval:
         hub.limits.acquire_session(record.tenant, force=True)
         for subscription in record.subscriptions:
             space.router.subscribe(record.client_id, subscription)
+            if subscription.qos and hub.inbox is not None:
+                hub.inbox.expect_storage(record.tenant)
             space.add_topic_ref(space.topic_of(subscription.topic_filter), force=True)
         if (
             disconnected_at is None

@@ -140,6 +140,11 @@ class Broker:
             await node.open()  # every node's sessions, subscriptions, retained messages
             self.hub.attach_cluster(node)
         restored = await life.restore()
+        if self.hub.inbox is not None:  # accepted messages the last run did not fan out
+            await self.hub.inbox.replay()
+            if self.hub.app_log is not None or self.log is not None:
+                # Records for Kafka topics are not part of the inbox's one commit.
+                self.hub.inbox = None
         if self.log is not None:
             await self.log.open()
             self.hub.log = self.log

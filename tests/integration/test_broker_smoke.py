@@ -332,6 +332,18 @@ class EnqueueFails(MemoryStorage):
         raise StorageError("disk full")
 
 
+def assert_refused_for_storage(publisher: Raw) -> None:
+    """The answer to a QoS 1 PUBLISH the broker could not store: PUBACK 0x80 at 5.0; at
+    3.1.1, which cannot say it failed, no PUBACK at all and the connection closed."""
+    if publisher.level == ProtocolLevel.MQTT_5:
+        puback = publisher.receive()
+        assert isinstance(puback, PubackPacket)
+        assert puback.reason_code == ReasonCode.UNSPECIFIED_ERROR
+    else:
+        assert publisher.closed()
+        assert publisher.reader.next_packet() is None
+
+
 @pytest.mark.parametrize("level", [ProtocolLevel.MQTT_5, ProtocolLevel.MQTT_3_1_1])
 def test_storage_failure_is_never_acknowledged_as_success(
     start_broker: Callable[[Storage], BrokerThread], level: ProtocolLevel
@@ -345,12 +357,6 @@ def test_storage_failure_is_never_acknowledged_as_success(
         publisher.send(ConnectPacket("pub", level))
         assert isinstance(publisher.receive(), ConnackPacket)
         publisher.send(PublishPacket("durable/t", b"m", 1, packet_id=1))
-        if level == ProtocolLevel.MQTT_5:
-            puback = publisher.receive()
-            assert isinstance(puback, PubackPacket)
-            assert puback.reason_code == ReasonCode.UNSPECIFIED_ERROR
-        else:
-            assert publisher.closed()  # 3.1.1 cannot say it failed: no PUBACK at all
-            assert publisher.reader.next_packet() is None
+        assert_refused_for_storage(publisher)
     finally:
         publisher.sock.close()
