@@ -178,6 +178,8 @@ class EnqueueBatcher:
     With `chunk`, an iteration's items are split (between callers, never inside one) into
     calls of at most `chunk` items, issued in order: a store that commits each call on its
     own (SQLite) lets the first callers' acks go out while later items are still written.
+    An iteration of logged callers only (the publish inbox's, answered already) is one call
+    whatever its size: one commit instead of several.
     """
 
     __slots__ = ("_chunk", "_enqueue", "_enqueue_logged", "_items", "_loop", "_tasks", "_waiters")
@@ -221,7 +223,12 @@ class EnqueueBatcher:
         items, self._items = self._items, []
         waiters, self._waiters = self._waiters, []
         chunk = self._chunk
-        if chunk is None or len(items) <= chunk:
+        if (
+            chunk is None
+            or len(items) <= chunk
+            or all(logged is not None for _f, _s, _e, logged in waiters)
+        ):
+            # Logged messages' publishers were answered already: one commit serves best.
             self._call(items, waiters)
             return
         first = 0  # index in `waiters` of the group's first caller

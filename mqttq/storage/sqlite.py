@@ -65,7 +65,8 @@ _ENQUEUE_CHUNK = 2000
 schema 6, compiled) a chunk's job takes ~2 ms and its commit (fsync) ~1.5 ms. Measured on
 the persistent scenario (100 x 100): 1,000 or 4,000 gave a later 50th PUBACK than 2,000;
 5,000 an earlier one only by putting the 50th message in the first commit, with a later
-first PUBACK (docs/benchmarks.md, issue 14 section 7)."""
+first PUBACK (docs/benchmarks.md, issue 14 section 7). Messages from the publish inbox
+(schema 7), whose publishers were answered before their fan-out, are not chunked."""
 
 
 class SqliteStorage:

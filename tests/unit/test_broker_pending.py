@@ -165,3 +165,37 @@ def test_enqueue_chunks_split_between_callers_in_order() -> None:
     calls, results = asyncio.run(scenario())
     assert calls == [["a", "a"], ["b", "b", "c"], ["d"] * 4]
     assert results == [["a:0", "a:1"], ["b:0", "b:1"], ["c:0"], ["d:0", "d:1", "d:2", "d:3"]]
+
+
+def test_logged_callers_share_one_call_with_their_inbox_rows() -> None:
+    """Callers whose messages are in the publish inbox (`logged`) have been answered
+    already: their items go in one call, with their rows, however many; a mixed iteration
+    is chunked as usual, each call carrying the rows of its own callers."""
+
+    async def scenario() -> list[tuple[str, list[str], list[int]]]:
+        calls: list[tuple[str, list[str], list[int]]] = []
+
+        async def enqueue(items: list[tuple[str, Any]]) -> list[Any]:
+            calls.append(("plain", [client for client, _ in items], []))
+            return [None] * len(items)
+
+        async def enqueue_logged(items: list[tuple[str, Any]], seqs: list[int]) -> list[Any]:
+            calls.append(("logged", [client for client, _ in items], seqs))
+            return [None] * len(items)
+
+        batcher = EnqueueBatcher(enqueue, BackgroundTasks(), 2, enqueue_logged)
+        await asyncio.gather(
+            batcher.enqueue([("a", 1), ("b", 1)], 7),
+            batcher.enqueue([("a", 2), ("b", 2)], 8),
+        )
+        await asyncio.gather(
+            batcher.enqueue([("a", 3), ("b", 3)], 9),
+            batcher.enqueue([("c", 4), ("d", 4)]),
+        )
+        return calls
+
+    assert asyncio.run(scenario()) == [
+        ("logged", ["a", "b", "a", "b"], [7, 8]),
+        ("logged", ["a", "b"], [9]),
+        ("plain", ["c", "d"], []),
+    ]
