@@ -6,7 +6,9 @@ publisher's PUBACK / PUBREC waits for that write (the crash-safety path: nothing
 acknowledged before it is durable). The stored deliveries of every PUBLISH handled in one
 event-loop iteration share one `enqueue` call (pending.EnqueueBatcher), so publishers
 share commits instead of queueing behind each other's; each publisher's own client
-orders its completions (pending.OrderedSteps).
+orders its completions (pending.OrderedSteps). With the publish inbox (broker/inbox.py,
+embedded SQLite), a message for persistent sessions is made durable as one row before
+its PUBACK instead, and routed here after.
 """
 
 from __future__ import annotations
