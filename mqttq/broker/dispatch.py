@@ -132,7 +132,7 @@ def _route(client: Client, packet: PublishPacket) -> None:
         return
     space = session.space
     inbox = hub.inbox
-    if inbox is not None and inbox.takes(space.name, message):
+    if inbox is not None and inbox.engaged and inbox.takes(space.name, message):
         held = inbox.publish(space, message)
         if held is not None:
             steps.add(held, partial(_accepted, client, packet.qos, packet.packet_id))
@@ -140,7 +140,9 @@ def _route(client: Client, packet: PublishPacket) -> None:
         return
     fan = hub.publish(space, message, deliver_now=not steps)
     if inbox is not None:
-        inbox.learn(space.name, message, isinstance(fan, Fanout) and fan.enqueue is not None)
+        stored = isinstance(fan, Fanout) and fan.enqueue is not None
+        if stored or inbox.engaged:
+            inbox.learn(space.name, message, stored)
     qos = packet.qos
     if not isinstance(fan, Fanout):  # delivered already: `fan` is the reason code
         if not qos:

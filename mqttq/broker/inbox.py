@@ -95,6 +95,7 @@ class PublishInbox:
         "_spaces",
         "_store",
         "_waiting",
+        "engaged",
     )
 
     def __init__(self, hub: Hub, store: InboxStore) -> None:
@@ -116,6 +117,9 @@ class PublishInbox:
         self._waiting = deque()
         """Committed appends whose publishers wait for the backlog to shrink."""
         self._loop: asyncio.AbstractEventLoop | None = None
+        self.engaged = False
+        """True once some tenant expects storage: until then no message is taken, and the
+        direct path (live traffic only) need not call `takes` or `learn` at all."""
 
     def statistics(self) -> dict[str, int]:
         """Counters for /metrics."""
@@ -126,7 +130,8 @@ class PublishInbox:
         return len(self._held)
 
     def takes(self, tenant: str, message: Message) -> bool:
-        """Whether `message` goes through the inbox (`publish`) rather than the direct path."""
+        """Whether `message` goes through the inbox (`publish`) rather than the direct path;
+        callers may skip asking while `engaged` is false (then it is false too)."""
         if self._held:
             return True
         return (
@@ -140,9 +145,11 @@ class PublishInbox:
         """A persistent session subscribed in `tenant` with QoS 1/2 (or came back from
         storage): its QoS 1/2 messages go through the inbox from now on."""
         self._spaces.add(tenant)
+        self.engaged = True
 
     def learn(self, tenant: str, message: Message, stored: bool) -> None:
-        """The direct path routed `message`: `stored` when it queued entries in storage."""
+        """The direct path routed `message`: `stored` when it queued entries in storage
+        (callers may skip telling while nothing was stored and `engaged` is false)."""
         if message.qos and not message.retain and (stored or tenant in self._spaces):
             self._remember(tenant, message.topic, stored)
 
@@ -150,6 +157,7 @@ class PublishInbox:
         key = (tenant, topic)
         if stored:
             self._spaces.add(tenant)
+            self.engaged = True
             self._direct.discard(key)
         elif key not in self._direct:
             if len(self._direct) >= DIRECT_TOPICS_LIMIT:

@@ -295,3 +295,27 @@ def test_a_fan_out_backlog_holds_back_the_next_acknowledgements(
     assert second.reason_code == ReasonCode.SUCCESS
     subscriber = connect(broker, "keeper", clean=False, props=KEEP)
     assert [m.payload for m in _receive_all(subscriber, 2)] == [b"first", b"second"]
+
+
+def test_without_persistent_subscribers_messages_take_the_direct_path(
+    start_broker: Callable[[Storage], BrokerThread],
+    connect: Callable[..., Raw],
+    tmp_path: Path,
+) -> None:
+    """Until a persistent session subscribes, no message goes through the inbox: the very
+    first QoS 1 message to a topic nobody matches hears 0x10, and nothing is stored."""
+    path = tmp_path / "db.sqlite3"
+    broker = start_broker(SqliteStorage(path))
+    live = connect(broker, "live")
+    live.send(SubscribePacket(1, [SubscriptionRequest("direct/+", qos=1)]))
+    assert isinstance(live.receive(), SubackPacket)
+    publisher = connect(broker, "pub")
+    publisher.send(PublishPacket("nobody/t", b"x", 1, packet_id=1))
+    puback = publisher.receive()
+    assert isinstance(puback, PubackPacket)
+    assert puback.reason_code == ReasonCode.NO_MATCHING_SUBSCRIBERS
+    publisher.send(PublishPacket("direct/t", b"y", 1, packet_id=2))
+    puback = publisher.receive()
+    assert isinstance(puback, PubackPacket) and puback.reason_code == ReasonCode.SUCCESS
+    assert [m.payload for m in _receive_all(live, 1)] == [b"y"]
+    assert _inbox_rows(path) == []
