@@ -8,7 +8,7 @@ from enum import StrEnum
 from mqttq.codec.properties import Properties
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Message:
     """An application message as the broker holds it, independent of any connection.
 
@@ -34,6 +34,30 @@ class Message:
     """Client id of the publisher, for No Local [MQTT-3.8.3-3]."""
     subscription_identifiers: tuple[int, ...] = ()
     """Identifiers of the matching subscriptions, filled per subscriber [MQTT-3.3.4-3]."""
+
+    def __init__(  # noqa: PLR0917 (the fields, as the generated one takes them)
+        self,
+        topic: str,
+        payload: bytes,
+        qos: int = 0,
+        retain: bool = False,
+        properties: Properties | None = None,
+        created_at: float = 0.0,
+        expires_at: float | None = None,
+        publisher_id: str = "",
+        subscription_identifiers: tuple[int, ...] = (),
+    ) -> None:
+        # Written out: mypyc compiles this one, not the one `dataclasses` generates
+        # (300 -> 160 ns, and a message is built for every PUBLISH).
+        self.topic = topic
+        self.payload = payload
+        self.qos = qos
+        self.retain = retain
+        self.properties = Properties() if properties is None else properties
+        self.created_at = created_at
+        self.expires_at = expires_at
+        self.publisher_id = publisher_id
+        self.subscription_identifiers = subscription_identifiers
 
     def is_expired(self, now: float) -> bool:
         return self.expires_at is not None and now >= self.expires_at
