@@ -17,11 +17,10 @@ With it (`InboxStore`, schema 7), the broker:
 Which messages: QoS 1/2, non-retained ones in a tenant where a persistent session
 subscribed with QoS 1/2, except on topics whose last message queued nothing (learned from
 each routing). Live traffic between connected non-persistent clients never waits for a
-commit. Once messages are held, every later
-PUBLISH (QoS 0 and retained ones too, without a row) is held behind them, so the order of
-routing stays the order of arrival. Retained messages and QoS 0 need no row: a retained
-one is answered after its routing, as on the direct path (its topic may be refused by a
-topic quota: 0x97).
+commit. Once messages are held, every later PUBLISH (QoS 0 and retained ones too, without
+a row) is held behind them, so the order of routing stays the order of arrival. A
+retained one is answered after its routing, as on the direct path (its topic may be
+refused by a topic quota: 0x97).
 """
 
 from __future__ import annotations
@@ -47,7 +46,6 @@ logger = logging.getLogger("mqttq.broker.inbox")
 DIRECT_TOPICS_LIMIT: Final = 65536
 """Topics remembered as queueing nothing, at most (forgotten all at once when full: their
 next message goes through the inbox and teaches it again)."""
-
 
 FANOUT_BACKLOG: Final = 20_000
 """Queue entries routed from the inbox and not committed yet, at most, before further
