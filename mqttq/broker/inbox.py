@@ -123,10 +123,6 @@ class PublishInbox:
         """Counters for /metrics."""
         return {"inbox_held": len(self._held), "inbox_backlog": self._backlog}
 
-    def __len__(self) -> int:
-        """Messages held (accepted, not routed yet)."""
-        return len(self._held)
-
     def takes(self, tenant: str, message: Message) -> bool:
         """Whether `message` goes through the inbox (`publish`) rather than the direct path;
         callers may skip asking while `engaged` is false (then it is false too)."""

@@ -83,8 +83,10 @@ def load(conn: sqlite3.Connection) -> list[tuple[int, str, Message]]:
     ):
         try:
             packet, used = decode_packet(memoryview(data), _MQTT_5, _ANY_SIZE)
-            if not isinstance(packet, PublishPacket) or used != len(data):
-                raise MqttqError(f"not one PUBLISH packet but {type(packet).__name__}")
+            if not isinstance(packet, PublishPacket):
+                raise MqttqError(f"a {type(packet).__name__}, not a PUBLISH packet")
+            if used != len(data):
+                raise MqttqError(f"{len(data) - used} bytes after the PUBLISH packet")
         except MqttqError as exc:
             _log.error("dropping unreadable inbox row %d: %s", seq, exc)
             unreadable.append(seq)
