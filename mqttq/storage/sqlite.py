@@ -20,10 +20,11 @@ messages to N sessions in one call is N rows, not M x N.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ from mqttq.storage import sqlite_inbox
 from mqttq.storage.codec_json import message_from_json, message_to_json
 from mqttq.storage.memory import check_queue_limit
 from mqttq.storage.ports import QueuedMessage, QueueFullPolicy, SessionRecord
+from mqttq.storage.queue_mirror import QueueMirror
 from mqttq.storage.session_json import (
     subscriptions_from_json,
     subscriptions_to_json,
@@ -101,6 +103,9 @@ class SqliteStorage:
             tuple[str, float, asyncio.Future[tuple[list[QueuedMessage], bool]]]
         ] = []
         """Fetches asked for in this loop iteration (`_read_fetches`)."""
+        self._mirror = QueueMirror(queue_limit)
+        """The queues seen from their start (loop only): a reconnect's fetch of one of them
+        needs no read of the file."""
         self._bodies = MessageBodies()
         """Message bodies read lately (reader thread only): a drain of N sessions holding
         the same messages reads and decodes each once."""
@@ -124,6 +129,8 @@ class SqliteStorage:
     async def open(self) -> None:
         """Open (creating if needed) the database; StorageError if it cannot be used."""
         await self._writer.open()
+        if not await self._writer.submit(_holds_entries):
+            self._mirror.start_empty()
 
     async def close(self) -> None:
         """Commit everything already queued, then close; later calls raise StorageError."""
@@ -158,16 +165,21 @@ class SqliteStorage:
             conn.execute("DELETE FROM sessions WHERE client_id = ?", (client_id,))
             self._clear(conn, client_id)
 
-        await self._writer.submit(job)
+        with self._mirroring((client_id,)):
+            await self._writer.submit(job)
+        self._mirror.reset(client_id)
 
     # --- queues ---------------------------------------------------------------------
 
     async def enqueue(self, items: Sequence[tuple[str, Message]]) -> list[QueuedMessage | None]:
         """Append each (client_id, message) durably; see `MessageQueueStore.enqueue`."""
         copied = list(items)  # the job runs later, on another thread
-        return await self._writer.submit(
-            lambda conn: self._enqueue(conn, copied), weight=len(copied)
-        )
+        with self._mirroring(client_id for client_id, _message in copied):
+            results = await self._writer.submit(
+                lambda conn: self._enqueue(conn, copied), weight=len(copied)
+            )
+        self._mirror.enqueued(copied, results)
+        return results
 
     # --- the publish inbox (sqlite_inbox) ---------------------------------------------
 
@@ -191,7 +203,10 @@ class SqliteStorage:
             sqlite_inbox.delete(conn, done)
             return self._enqueue(conn, copied)
 
-        return await self._writer.submit(job, weight=len(copied))
+        with self._mirroring(client_id for client_id, _message in copied):
+            results = await self._writer.submit(job, weight=len(copied))
+        self._mirror.enqueued(copied, results)
+        return results
 
     async def inbox_done(self, seqs: Sequence[int]) -> None:
         """Delete inbox rows whose messages were routed with nothing to queue."""
@@ -210,14 +225,19 @@ class SqliteStorage:
         (the broker's barrier: the client's removals, the queue writes in flight) is
         committed, so it sees those; an entry committed later is handed over live."""
         self._writer.check_open()
-        future: asyncio.Future[tuple[list[QueuedMessage], bool]]
-        future = asyncio.get_running_loop().create_future()
-        if not self._fetches:
-            future.get_loop().call_soon(self._read_fetches)
-        self._fetches.append((client_id, now, future))
-        entries, expired = await future
+        mirrored = self._mirror.take(client_id, now)
+        if mirrored is not None:
+            entries, expired = mirrored
+        else:
+            future: asyncio.Future[tuple[list[QueuedMessage], bool]]
+            future = asyncio.get_running_loop().create_future()
+            if not self._fetches:
+                future.get_loop().call_soon(self._read_fetches)
+            self._fetches.append((client_id, now, future))
+            entries, expired = await future
         if expired:
-            await self._writer.submit(lambda conn: self._delete_expired(conn, client_id, now))
+            with self._mirroring((client_id,)):
+                await self._writer.submit(lambda conn: self._delete_expired(conn, client_id, now))
         return entries
 
     def _read_fetches(self) -> None:
@@ -260,15 +280,23 @@ class SqliteStorage:
         """Delete each (client_id, packet_id) entry in one job (one savepoint, one commit),
         with one DELETE per client."""
         copied = list(entries)  # the job runs later, on another thread
-        await self._writer.submit(lambda conn: self._remove(conn, copied))
+        with self._mirroring(client_id for client_id, _packet_id in copied):
+            await self._writer.submit(lambda conn: self._remove(conn, copied))
+        self._mirror.removed(copied)
 
     async def mark_pubrel(self, client_id: str, packet_id: int) -> None:
         """Mark the entry as awaiting PUBCOMP [MQTT-4.3.3]; message and expiry are kept."""
-        await self._writer.submit(lambda conn: self._runs.mark_pubrel(conn, client_id, packet_id))
+        with self._mirroring((client_id,)):
+            await self._writer.submit(
+                lambda conn: self._runs.mark_pubrel(conn, client_id, packet_id)
+            )
+        self._mirror.marked_pubrel(client_id, packet_id)
 
     async def clear(self, client_id: str) -> None:
         """Delete the client's queue and counters: the next entry gets packet id 1."""
-        await self._writer.submit(lambda conn: self._clear(conn, client_id))
+        with self._mirroring((client_id,)):
+            await self._writer.submit(lambda conn: self._clear(conn, client_id))
+        self._mirror.reset(client_id)
 
     # --- retained -------------------------------------------------------------------
 
@@ -296,6 +324,16 @@ class SqliteStorage:
         this on its own when idle after enough deletions; callers need it only to see
         the file settled (tests, tools)."""
         return await self._writer.submit(self._sweep)
+
+    @contextlib.contextmanager
+    def _mirroring(self, client_ids: Iterable[str]) -> Iterator[None]:
+        """Around a call that changes these clients' queues: if it fails (or its caller is
+        cancelled, while the job may still commit), the mirror forgets them."""
+        try:
+            yield
+        except BaseException:
+            self._mirror.forget(client_ids)
+            raise
 
     # --- writer-thread side -----------------------------------------------------------
 
@@ -384,6 +422,12 @@ def _insert_bodies(conn: sqlite3.Connection, items: list[tuple[str, Message]]) -
             assert cursor.lastrowid is not None
             body_of[key] = cursor.lastrowid
     return body_of
+
+
+def _holds_entries(conn: sqlite3.Connection) -> bool:
+    """Whether any client has a queued entry (a run with no live entry is deleted)."""
+    (holds,) = conn.execute("SELECT EXISTS (SELECT 1 FROM runs)").fetchone()
+    return bool(holds)
 
 
 def _statement(sql: str, params: tuple[Any, ...]) -> Callable[[sqlite3.Connection], None]:

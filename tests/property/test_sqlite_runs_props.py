@@ -115,3 +115,32 @@ def test_sqlite_runs_match_the_memory_store(
             run_limit=run_limit,
         )
         assert asyncio.run(_play(sqlite, ops)) == expected
+
+
+async def _reread(path: Path, policy: QueueFullPolicy, now: float) -> list[Any]:
+    """Each client's queue as a new store reads it from the file (no mirror after a
+    restart over queued entries)."""
+    storage = SqliteStorage(path, queue_limit=LIMIT, queue_full_policy=policy)
+    await storage.open()
+    try:
+        return [_view(list(await storage.fetch(client, now))) for client in CLIENTS]
+    finally:
+        await storage.close()
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    ops=st.lists(operations, min_size=1, max_size=25),
+    policy=st.sampled_from(list(QueueFullPolicy)),
+)
+def test_what_the_mirror_hands_out_is_what_the_file_holds(
+    ops: list[Op], policy: QueueFullPolicy
+) -> None:
+    """The fetches the store answers from memory (`queue_mirror`: every client of a new
+    file, then each one cleared) equal a read of the file by the next run of the broker."""
+    with tempfile.TemporaryDirectory(prefix="mqttq-mirror-") as tmp:
+        path = Path(tmp) / "mqttq.db"
+        store = SqliteStorage(path, queue_limit=LIMIT, queue_full_policy=policy)
+        seen = asyncio.run(_play(store, ops))
+        now = next((op[1] for op in reversed(ops) if op[0] == "tick"), 0.0)
+        assert asyncio.run(_reread(path, policy, now)) == seen[-len(CLIENTS) :]
