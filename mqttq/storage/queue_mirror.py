@@ -33,8 +33,9 @@ from mqttq.storage.ports import QueuedMessage
 __all__ = ["MIRROR_LIMIT", "QueueMirror"]
 
 MIRROR_LIMIT: Final = 200_000
-"""Entries mirrored at most, over all clients (about 170 B each besides the messages,
-which the broker holds anyway while it delivers them): ~35 MB."""
+"""Entries mirrored at most, over all clients, each mirrored client counting as one more
+(about 170 B each besides the messages, which the broker holds anyway while it delivers
+them): ~35 MB."""
 
 
 class QueueMirror:
@@ -61,7 +62,10 @@ class QueueMirror:
     def reset(self, client_id: str) -> None:
         """The client's queue is committed empty (`clear`, `delete_session`)."""
         self._drop(client_id)
-        self._queues[client_id] = {}
+        if not self._everyone:  # else absent means empty: client ids that come and go
+            self._queues[client_id] = {}  # leave nothing behind
+            if self._count + len(self._queues) > self._limit:
+                self._evict()
 
     def forget(self, client_ids: Iterable[str] | None = None) -> None:
         """Stop mirroring these clients (None: every client): a call on them failed, so
@@ -95,7 +99,7 @@ class QueueMirror:
                 continue
             queue[entry.packet_id] = entry
             self._count += 1
-        if self._count > self._limit:
+        if self._count + len(queues) > self._limit:
             self._evict()
 
     def removed(self, entries: Iterable[tuple[str, int]]) -> None:
@@ -105,6 +109,8 @@ class QueueMirror:
             queue = queues.get(client_id)
             if queue is not None and queue.pop(packet_id, None) is not None:
                 self._count -= 1
+                if not queue and self._everyone:
+                    del queues[client_id]
 
     def marked_pubrel(self, client_id: str, packet_id: int) -> None:
         """A committed PUBREL mark [MQTT-4.3.3]."""
@@ -144,5 +150,5 @@ class QueueMirror:
         """Drop the least recently connected clients until the bound holds."""
         queues = self._queues
         self._everyone = False
-        while self._count > self._limit and queues:
+        while self._count + len(queues) > self._limit and queues:
             self._drop(next(iter(queues)))

@@ -220,7 +220,8 @@ class SqliteStorage:
     async def fetch(self, client_id: str, now: float) -> list[QueuedMessage]:
         """The client's queue in serial order; entries expired at `now` are deleted.
 
-        Read on the reader's own connection, from what is committed: a reconnect does not
+        From the queue mirror when it holds the client (no read at all). Else read on
+        the reader's own connection, from what is committed: a reconnect does not
         wait for the writer's running batch and its fsync. What the caller awaited before
         (the broker's barrier: the client's removals, the queue writes in flight) is
         committed, so it sees those; an entry committed later is handed over live."""
