@@ -120,31 +120,64 @@ class PubackPacket(_Packet):
 PubackPacket.packet_type = PacketType.PUBACK
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class PubrecPacket(_Packet):
     packet_id: int
     reason_code: ReasonCode = ReasonCode.SUCCESS
     properties: Properties = field(default_factory=Properties)
 
+    def __init__(
+        self,
+        packet_id: int,
+        reason_code: ReasonCode = ReasonCode.SUCCESS,
+        properties: Properties | None = None,
+    ) -> None:
+        # Written out, as PubackPacket's: one per QoS 2 step read.
+        self.packet_id = packet_id
+        self.reason_code = reason_code
+        self.properties = Properties() if properties is None else properties
+
 
 PubrecPacket.packet_type = PacketType.PUBREC
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class PubrelPacket(_Packet):
     packet_id: int
     reason_code: ReasonCode = ReasonCode.SUCCESS
     properties: Properties = field(default_factory=Properties)
 
+    def __init__(
+        self,
+        packet_id: int,
+        reason_code: ReasonCode = ReasonCode.SUCCESS,
+        properties: Properties | None = None,
+    ) -> None:
+        # Written out, as PubackPacket's: one per QoS 2 step read.
+        self.packet_id = packet_id
+        self.reason_code = reason_code
+        self.properties = Properties() if properties is None else properties
+
 
 PubrelPacket.packet_type = PacketType.PUBREL
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class PubcompPacket(_Packet):
     packet_id: int
     reason_code: ReasonCode = ReasonCode.SUCCESS
     properties: Properties = field(default_factory=Properties)
+
+    def __init__(
+        self,
+        packet_id: int,
+        reason_code: ReasonCode = ReasonCode.SUCCESS,
+        properties: Properties | None = None,
+    ) -> None:
+        # Written out, as PubackPacket's: one per QoS 2 step read.
+        self.packet_id = packet_id
+        self.reason_code = reason_code
+        self.properties = Properties() if properties is None else properties
 
 
 PubcompPacket.packet_type = PacketType.PUBCOMP

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Properties:
     """All MQTT 5.0 properties; the codec checks which ones a packet type may carry."""
 
@@ -41,6 +41,68 @@ class Properties:
     wildcard_subscription_available: int | None = None
     subscription_identifier_available: int | None = None
     shared_subscription_available: int | None = None
+
+    def __init__(  # noqa: PLR0917 (one parameter per property, as generated)
+        self,
+        payload_format_indicator: int | None = None,
+        message_expiry_interval: int | None = None,
+        content_type: str | None = None,
+        response_topic: str | None = None,
+        correlation_data: bytes | None = None,
+        subscription_identifiers: list[int] | None = None,
+        session_expiry_interval: int | None = None,
+        assigned_client_identifier: str | None = None,
+        server_keep_alive: int | None = None,
+        authentication_method: str | None = None,
+        authentication_data: bytes | None = None,
+        request_problem_information: int | None = None,
+        will_delay_interval: int | None = None,
+        request_response_information: int | None = None,
+        response_information: str | None = None,
+        server_reference: str | None = None,
+        reason_string: str | None = None,
+        receive_maximum: int | None = None,
+        topic_alias_maximum: int | None = None,
+        topic_alias: int | None = None,
+        maximum_qos: int | None = None,
+        retain_available: int | None = None,
+        user_properties: list[tuple[str, str]] | None = None,
+        maximum_packet_size: int | None = None,
+        wildcard_subscription_available: int | None = None,
+        subscription_identifier_available: int | None = None,
+        shared_subscription_available: int | None = None,
+    ) -> None:
+        # Written out: mypyc compiles this one, not the one `dataclasses` generates
+        # (interpreted; one empty Properties is built for every PUBACK read).
+        self.payload_format_indicator = payload_format_indicator
+        self.message_expiry_interval = message_expiry_interval
+        self.content_type = content_type
+        self.response_topic = response_topic
+        self.correlation_data = correlation_data
+        self.subscription_identifiers = (
+            [] if subscription_identifiers is None else subscription_identifiers
+        )
+        self.session_expiry_interval = session_expiry_interval
+        self.assigned_client_identifier = assigned_client_identifier
+        self.server_keep_alive = server_keep_alive
+        self.authentication_method = authentication_method
+        self.authentication_data = authentication_data
+        self.request_problem_information = request_problem_information
+        self.will_delay_interval = will_delay_interval
+        self.request_response_information = request_response_information
+        self.response_information = response_information
+        self.server_reference = server_reference
+        self.reason_string = reason_string
+        self.receive_maximum = receive_maximum
+        self.topic_alias_maximum = topic_alias_maximum
+        self.topic_alias = topic_alias
+        self.maximum_qos = maximum_qos
+        self.retain_available = retain_available
+        self.user_properties = [] if user_properties is None else user_properties
+        self.maximum_packet_size = maximum_packet_size
+        self.wildcard_subscription_available = wildcard_subscription_available
+        self.subscription_identifier_available = subscription_identifier_available
+        self.shared_subscription_available = shared_subscription_available
 
 
 # --- Wire table [MQTT-2.2.2.2] -------------------------------------------------------------
