@@ -290,6 +290,11 @@ class Lifecycle:
         connack = ConnackPacket(resume, ReasonCode.SUCCESS, decision.connack_properties)
         client.accepted(session, connack, decision.keep_alive)
         session.resume(entries)
+        if entries:
+            # A backlog's burst goes out now, not at the end of the loop iteration: when
+            # many clients reconnect at once, the first ones read theirs while the broker
+            # handles the next CONNECTs, instead of all waiting for the last.
+            client.flush_now()
         if app_log is not None and session.persistent and session.client_type == APPLICATION:
             app_log.attach(session, client)
 
