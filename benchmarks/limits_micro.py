@@ -81,7 +81,7 @@ async def _cached_connects(encoded: str, seconds: float) -> None:
                 password=b"s3cret",
                 client_id=f"gw-{n}",
                 tenant_property=None,
-                local_is_loopback=True,
+                local_is_loopback=lambda: True,
             )
             n += 1
         elapsed = time.perf_counter() - start

@@ -24,6 +24,7 @@ import hashlib
 import hmac
 import secrets
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -175,13 +176,16 @@ class Authenticator:
         password: bytes | None,
         client_id: str,
         tenant_property: str | None,
-        local_is_loopback: bool,
+        local_is_loopback: Callable[[], bool],
     ) -> Identity | AuthRefusal:
         """The client's Identity, or why it is refused. Raises AuthStoreError when the
-        store cannot be read (the broker answers 0x88 Server unavailable)."""
+        store cannot be read (the broker answers 0x88 Server unavailable).
+        `local_is_loopback` is asked only when it decides (an anonymous client under
+        `anonymous = "loopback"`): it costs a system call and an address parse."""
         if username is None:
             if not (
-                self._anonymous == "always" or (self._anonymous == "loopback" and local_is_loopback)
+                self._anonymous == "always"
+                or (self._anonymous == "loopback" and local_is_loopback())
             ):
                 return _NO_ANONYMOUS
             if tenant_property and await self.store.tenant_has_credentials(tenant_property):

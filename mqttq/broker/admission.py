@@ -54,7 +54,7 @@ async def admit(
                 password=packet.password,
                 client_id=client_id,
                 tenant_property=tenant_hint,
-                local_is_loopback=client.local_is_loopback(),
+                local_is_loopback=client.local_is_loopback,
             )
     except AuthStoreError as error:
         logger.warning("client %r: credential store failed: %s", client_id, error)

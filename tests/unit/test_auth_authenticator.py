@@ -90,7 +90,7 @@ async def connect(
         password=password,
         client_id=client_id,
         tenant_property=tenant_property,
-        local_is_loopback=loopback,
+        local_is_loopback=lambda: loopback,
     )
 
 
