@@ -13,7 +13,20 @@ from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 from mqttq.codec.packets import Will
-from mqttq.model import Message, Subscription
+from mqttq.model import Message, QueuedMessage, Subscription
+
+__all__ = [
+    "ChunkedQueueStore",
+    "InboxStore",
+    "MessageQueueStore",
+    "PresenceMarker",
+    "QueueFullPolicy",
+    "QueuedMessage",
+    "RetainedStore",
+    "SessionRecord",
+    "SessionStore",
+    "Storage",
+]
 
 
 class QueueFullPolicy(StrEnum):
@@ -45,23 +58,6 @@ class SessionRecord:
     awaiting_pubrel: list[int] = field(default_factory=list)
     """Inbound QoS 2 packet ids whose PUBREL has not arrived, as of the last disconnect:
     a re-sent PUBLISH with one of them is a duplicate [MQTT-4.3.3-10]."""
-
-
-@dataclass(slots=True)
-class QueuedMessage:
-    """One entry of a session's outgoing queue, ordered by `serial`."""
-
-    serial: int
-    """Only grows, across the packet-id wrap (serial 65536 holds packet id 1)."""
-    packet_id: int
-    """1..65535, assigned at enqueue time and kept across reconnects."""
-    message: Message
-    """As delivered to this subscriber: granted qos, retain flag, subscription ids."""
-    pubrel: bool = False
-    """True once PUBREC arrived: only PUBREL remains to send [MQTT-4.3.3]."""
-    holder: str | None = None
-    """From `enqueue` of a store with a presence marker (Redis): the node the client was
-    connected to when the entry was written, "" for none; None: the store cannot say."""
 
 
 @runtime_checkable
