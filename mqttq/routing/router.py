@@ -12,7 +12,7 @@ from mqttq.routing.trie import SubscriptionTrie
 __all__ = ["Delivery", "Router", "SharedGroup"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, init=False)
 class Delivery:
     """One copy of a message for one session, with the options it is delivered under.
 
@@ -28,6 +28,24 @@ class Delivery:
     shared: bool = False
     share: tuple[str, str] | None = field(default=None, compare=False)
     """(share name, topic filter) of the `$share` group the delivery was made for."""
+
+    def __init__(  # noqa: PLR0917 (the fields, as the generated one takes them)
+        self,
+        client_id: str,
+        qos: int,
+        retain: bool,
+        subscription_identifiers: tuple[int, ...] = (),
+        shared: bool = False,
+        share: tuple[str, str] | None = None,
+    ) -> None:
+        # Written out, as Message's: the generated one runs interpreted, and routing
+        # builds one per matching session for every message.
+        self.client_id = client_id
+        self.qos = qos
+        self.retain = retain
+        self.subscription_identifiers = subscription_identifiers
+        self.shared = shared
+        self.share = share
 
 
 class SharedGroup:
