@@ -288,9 +288,9 @@ def _settle_heap() -> None:
     """Once started: what was loaded so far (modules, stored sessions, retained messages)
     leaves the cyclic collector's view, and the youngest generation is collected every
     10,000 allocations instead of 700. The message path makes no reference cycles (its
-    objects go by reference counting), yet under the defaults the collector took about a
-    tenth of the broker's CPU in a backlog drain, in full collections of up to 65 ms;
-    after this, 11 ms over four drains (docs/benchmarks.md, issue 14 section 9)."""
+    objects go by reference counting), yet under the defaults the collector took 97 ms
+    over four 100 x 100 backlog drains, one full collection stalling the broker for
+    65 ms; after this, 12 ms (docs/benchmarks.md, issue 14 section 9)."""
     gc.freeze()
     _young, middle, old = gc.get_threshold()
     gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
