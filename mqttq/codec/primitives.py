@@ -162,7 +162,7 @@ def encode_string(text: str) -> bytes:
     raw = text.encode("utf-8")  # UnicodeEncodeError (a ValueError) for lone surrogates
     if len(raw) > MAX_U16:
         raise ValueError("string longer than 65535 bytes")
-    if b"\x00" in raw:
+    if 0 in raw:  # an int operand: no TypeError raised and cleared inside (see writer)
         raise ValueError("string contains U+0000")
     return _pack_u16(len(raw)) + raw
 

@@ -183,7 +183,9 @@ def encode_publish(  # noqa: PLR0917 (the fields of the packet object it avoids 
         raise ValueError(f"unsupported protocol level {protocol_level}")
     encoded_topic = topic.encode("utf-8")
     topic_length = len(encoded_topic)
-    if topic_length > MAX_U16 or b"\x00" in encoded_topic:
+    # `0 in`, not `b"\x00" in`: for a bytes operand, bytes.__contains__ first tries it as
+    # an integer and raises (then clears) a formatted TypeError, every delivery.
+    if topic_length > MAX_U16 or 0 in encoded_topic:
         raise ValueError("topic longer than 65535 bytes or containing U+0000")
     first = 0x30 | qos << 1
     if retain:

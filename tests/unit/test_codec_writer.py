@@ -27,6 +27,7 @@ from mqttq.codec import (
     encode_packet,
 )
 from mqttq.codec.primitives import encode_string, encode_varint
+from mqttq.codec.writer import encode_publish
 
 from .test_codec_reader import VECTORS
 
@@ -67,6 +68,15 @@ def test_variable_byte_integer_out_of_range(value: int) -> None:
 def test_strings_the_wire_cannot_carry(text: str) -> None:
     with pytest.raises(ValueError):
         encode_string(text)
+
+
+@pytest.mark.parametrize("topic", ["a\x00b", "\x00", "x" * 65_536])
+def test_publish_topics_the_wire_cannot_carry(topic: str) -> None:
+    """The delivery path's `encode_publish` refuses what `encode_packet` refuses."""
+    with pytest.raises(ValueError):
+        encode_publish(topic, b"p", 1, False, False, 1, Properties(), 5)
+    with pytest.raises(ValueError):
+        encode_packet(PublishPacket(topic, b"p", 1, packet_id=1), 5)
 
 
 def test_publish_with_a_two_byte_remaining_length() -> None:
