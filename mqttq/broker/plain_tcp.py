@@ -20,7 +20,7 @@ import logging
 import os
 import socket
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Final, cast
 
 __all__ = ["SocketServer", "SocketTransport", "start_socket_listener"]
 
@@ -47,9 +47,12 @@ _DISCONNECTED = frozenset(
 )
 _OUT_OF_RESOURCES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM})
 
-_read_buffer = bytearray(READ_SIZE)
-_read_view = memoryview(_read_buffer)
-_read_into = [_read_view]
+# Final: the compiled module keeps these in C statics; a plain global is a dictionary
+# lookup (and `os.readv` two) on every read.
+_READ_VIEW: Final = memoryview(bytearray(READ_SIZE))
+_READ_INTO: Final = [_READ_VIEW]
+_readv: Final = os.readv
+_write: Final = os.write
 
 # Flag bits of SocketTransport._state.
 _CLOSING = 1  # close() or abort() called: nothing more is written or read
@@ -93,7 +96,7 @@ class SocketTransport:
         """The descriptor is readable (the transport itself is the loop's reader
         callback: an idle connection keeps no bound method)."""
         try:
-            size = os.readv(self.fd, _read_into)
+            size = _readv(self.fd, _READ_INTO)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as error:
@@ -104,7 +107,7 @@ class SocketTransport:
             return
         try:
             if size:
-                protocol.data_received(bytes(_read_view[:size]))
+                protocol.data_received(bytes(_READ_VIEW[:size]))
                 return
             self._stop_reading()  # end of stream
             keep_open = protocol.eof_received()
@@ -150,7 +153,7 @@ class SocketTransport:
             self._check_high()
             return
         try:
-            sent = os.write(self.fd, data)
+            sent = _write(self.fd, data)
         except (BlockingIOError, InterruptedError):
             sent = 0
         except OSError as error:
@@ -176,7 +179,7 @@ class SocketTransport:
             self._loop.remove_writer(self.fd)
             return
         try:
-            sent = os.write(self.fd, buffer)
+            sent = _write(self.fd, buffer)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as error:
