@@ -12,7 +12,7 @@ import asyncio
 import ipaddress
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Final, cast
 
 from mqttq.broker.dispatch import HANDLERS
 from mqttq.broker.listeners import TCP, ListenerKind
@@ -39,7 +39,7 @@ __all__ = ["Client"]
 
 logger = logging.getLogger("mqttq.broker.client")
 
-FLUSH_AT = 64 * 1024
+FLUSH_AT: Final = 64 * 1024
 """Bytes buffered before a write happens without waiting for the end of the iteration."""
 WRITE_HIGH_WATER = 1280 * 1024
 WRITE_LOW_WATER = 640 * 1024

@@ -13,7 +13,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from mqttq.broker.hub import Fanout
 from mqttq.codec.enums import ReasonCode
@@ -43,7 +43,7 @@ __all__ = ["HANDLERS"]
 
 logger = logging.getLogger("mqttq.broker.dispatch")
 
-_ACK_REASON_STRINGS = {
+_ACK_REASON_STRINGS: Final = {
     ReasonCode.UNSPECIFIED_ERROR: "the message could not be stored",
     ReasonCode.QUOTA_EXCEEDED: "quota exceeded",
     ReasonCode.NOT_AUTHORIZED: "not authorized to publish to this topic",
@@ -322,7 +322,7 @@ def on_disconnect(client: Client, packet: DisconnectPacket) -> None:
     client.life.client_closed(client)
 
 
-HANDLERS: dict[type, Callable[[Client, Any], None]] = {
+HANDLERS: Final[dict[type, Callable[[Client, Any], None]]] = {
     ConnectPacket: on_connect,
     PublishPacket: on_publish,
     PubackPacket: on_puback,

@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from mqttq.broker.encoded import EncodedPublishes
 from mqttq.broker.inbox import PublishInbox
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Fanout", "Hub"]
 
-_APP = "APPLICATION"
+_APP: Final = "APPLICATION"
 
 logger = logging.getLogger("mqttq.broker.hub")
 

@@ -15,7 +15,7 @@ import logging
 import time
 from collections import deque
 from struct import Struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from mqttq.codec.enums import ReasonCode
 from mqttq.codec.packets import PubrelPacket, Will
@@ -35,9 +35,9 @@ __all__ = ["Session"]
 
 logger = logging.getLogger("mqttq.broker.session")
 
-_pack_packet_id = Struct("!H").pack
+_pack_packet_id: Final = Struct("!H").pack
 
-_NO_INFLIGHT: dict[int, QueuedMessage] = {}
+_NO_INFLIGHT: Final[dict[int, QueuedMessage]] = {}
 """Shared by every session with nothing in flight yet (never written to: `_in_flight`
 gives a session its own dict before the first entry)."""
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import Final
 
 
 class ProtocolLevel(IntEnum):
@@ -147,5 +148,5 @@ class PropertyId(IntEnum):
 SESSION_EXPIRY_NEVER = 0xFFFFFFFF
 """Session Expiry Interval meaning 'does not expire' [MQTT-3.1.2.11.2]."""
 
-MAX_PACKET_ID = 65535
+MAX_PACKET_ID: Final = 65535
 MAX_VARINT = 268_435_455

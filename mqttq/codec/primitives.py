@@ -10,6 +10,7 @@ wire cannot carry.
 from __future__ import annotations
 
 from struct import Struct
+from typing import Final
 
 from mqttq.codec.enums import MAX_VARINT
 from mqttq.errors import Incomplete, MalformedPacket
@@ -18,10 +19,10 @@ U16 = Struct("!H")
 U32 = Struct("!I")
 _unpack_u16 = U16.unpack_from
 _unpack_u32 = U32.unpack_from
-_pack_u16 = U16.pack
+_pack_u16: Final = U16.pack
 _pack_u32 = U32.pack
 
-MAX_U16 = 0xFFFF
+MAX_U16: Final = 0xFFFF
 MAX_U32 = 0xFFFFFFFF
 
 # Remaining lengths below 128 are one byte: the hot path (acks, small PUBLISH) looks them up.

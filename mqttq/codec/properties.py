@@ -110,7 +110,7 @@ class Properties:
 # decode_properties with a context: the packet type, or WILL_PROPERTIES for a CONNECT's will.
 
 from collections.abc import Callable  # noqa: E402
-from typing import Any, NamedTuple  # noqa: E402
+from typing import Any, Final, NamedTuple  # noqa: E402
 
 from mqttq.codec.enums import MAX_VARINT, PacketType, PropertyId, ReasonCode  # noqa: E402
 from mqttq.codec.primitives import (  # noqa: E402
@@ -412,7 +412,7 @@ _ENCODERS: dict[int, Callable[[Any], bytes]] = {
     STRING_PAIR: encode_string_pair,
 }
 
-EMPTY_PROPERTIES = b"\x00"
+EMPTY_PROPERTIES: Final = b"\x00"
 """A property length of 0."""
 
 

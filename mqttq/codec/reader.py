@@ -9,6 +9,8 @@ never `Incomplete`: fields that overrun or underrun the remaining length are mal
 
 from __future__ import annotations
 
+from typing import Final
+
 from mqttq.codec.enums import PacketType, ProtocolLevel, ReasonCode
 from mqttq.codec.packets import (
     AuthPacket,
@@ -79,11 +81,15 @@ CONNACK_RETURN_CODE_TO_REASON = (
 )
 """3.x CONNACK return code (the index) -> ReasonCode [MQTT-3.2.2.3]."""
 
-# Plain ints: the fixed-header checks run for every packet.
-_CONNECT, _PUBLISH, _AUTH = int(_T.CONNECT), int(_T.PUBLISH), int(_T.AUTH)
+# Literal ints, inlined by the compiled module: the fixed-header checks run for every
+# packet (tests/unit/test_codec_reader.py checks them against PacketType).
+_CONNECT: Final = 1
+_PUBLISH: Final = 3
+_PUBACK: Final = 4
+_AUTH: Final = 15
 
 # Fixed header flags every packet type except PUBLISH must carry [MQTT-2.1.3-1].
-_REQUIRED_FLAGS = (-1, 0, 0, -1, 0, 0, 0b0010, 0, 0b0010, 0, 0b0010, 0, 0, 0, 0, 0)
+_REQUIRED_FLAGS: Final = (-1, 0, 0, -1, 0, 0, 0b0010, 0, 0b0010, 0, 0b0010, 0, 0, 0, 0, 0)
 
 _PROTOCOL_NAMES = {3: b"MQIsdp", 4: b"MQTT", 5: b"MQTT"}
 """Protocol level -> the protocol name it must come with [MQTT-3.1.2-1, MQTT-3.1.2-2]."""
@@ -94,7 +100,7 @@ _REASONS: dict[int, dict[int, ReasonCode]] = {
 }
 _V3_SUBACK = {code: ReasonCode(code) for code in V3_SUBACK_CODES}
 
-NO_PROPERTIES = Properties()
+NO_PROPERTIES: Final = Properties()
 """Shared by every decoded PUBLISH and PUBACK/PUBREC/PUBREL/PUBCOMP whose property section is
 empty or absent (3.x): one allocation fewer per packet on the hot path. Decoded properties
 are therefore read-only; copy them (`dataclasses.replace`) to change one."""
@@ -426,7 +432,7 @@ def _decode_auth(flags: int, body: memoryview, level: int) -> AuthPacket:
     return AuthPacket(reason, properties)
 
 
-_DECODERS = (
+_DECODERS: Final = (
     None,
     _decode_connect,
     _decode_connack,
@@ -485,10 +491,19 @@ def _decode_at(
         raise PacketTooLarge(f"packet of {end - start} bytes exceeds {max_packet_size}")
     if end > n:
         raise Incomplete
-    decoder = _DECODERS[ptype]
-    assert decoder is not None  # type 0 was refused above
+    body = view[pos:end]
     try:
-        packet = decoder(first & 0x0F, view[pos:end], level)
+        # The two packets of every QoS 1 message are decoded by a direct (native) call; a
+        # call through the table is a Python call, with its arguments parsed.
+        packet: Packet
+        if ptype == _PUBLISH:
+            packet = _decode_publish(first & 0x0F, body, level)
+        elif ptype == _PUBACK:
+            packet = _decode_puback(first & 0x0F, body, level)
+        else:
+            decoder = _DECODERS[ptype]
+            assert decoder is not None  # type 0 was refused above
+            packet = decoder(first & 0x0F, body, level)
     except Incomplete:
         raise MalformedPacket(
             f"{PacketType(ptype).name} fields overrun the remaining length"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from struct import Struct
 from struct import error as StructError
-from typing import Any
+from typing import Any, Final
 
 from mqttq.codec.enums import PacketType, ReasonCode
 from mqttq.codec.packets import (
@@ -49,10 +49,10 @@ from mqttq.codec.reader import NO_PROPERTIES, REASON_CODES
 
 __all__ = ["encode_packet", "encode_publish", "encode_short_ack", "publish_template"]
 
-_pack_u16 = Struct("!H").pack
-_pack_ack = Struct("!BBH").pack
-_pack_ack_reason = Struct("!BBHB").pack
-_pack_publish_head = Struct("!BBH").pack
+_pack_u16: Final = Struct("!H").pack
+_pack_ack: Final = Struct("!BBH").pack
+_pack_ack_reason: Final = Struct("!BBHB").pack
+_pack_publish_head: Final = Struct("!BBH").pack
 
 _PROTOCOL_HEADERS = {3: b"\x00\x06MQIsdp\x03", 4: b"\x00\x04MQTT\x04", 5: b"\x00\x04MQTT\x05"}
 
@@ -278,7 +278,7 @@ def _ack_encoder(ptype: PacketType) -> Callable[[Any, int], bytes]:
     return encode
 
 
-_ACK_FIRST_BYTES = {
+_ACK_FIRST_BYTES: Final = {
     PacketType.PUBACK: 0x40,
     PacketType.PUBREC: 0x50,
     PacketType.PUBREL: 0x62,

@@ -16,6 +16,7 @@ the way out. Everything about sessions and routing is the broker's.
 from __future__ import annotations
 
 import dataclasses
+from typing import Final
 
 from mqttq.codec.enums import PacketType, ProtocolLevel, ReasonCode
 from mqttq.codec.packets import (
@@ -43,13 +44,13 @@ __all__ = ["ConnectionLimits", "MqttConnection"]
 DEFAULT_RECEIVE_MAXIMUM = 65535
 """A client's Receive Maximum when it sends none (5.0) or cannot (3.x) [MQTT-3.1.2.11.3]."""
 
-_CLOSED = ConnState.CLOSED
-_CONNECTED = ConnState.CONNECTED
+_CLOSED: Final = ConnState.CLOSED
+_CONNECTED: Final = ConnState.CONNECTED
 
 _NO_OUTBOUND_ALIASES = OutboundAliases(0)
 """Shared by every client that takes no topic aliases: with maximum 0 nothing is bound."""
 
-_CONNECT_HEAD = 16
+_CONNECT_HEAD: Final = 16
 """CONNECT bytes kept to find the protocol level when the CONNECT does not decode."""
 
 

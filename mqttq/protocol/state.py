@@ -13,6 +13,7 @@ Authentication Method is refused before the connection reaches CONNECTED).
 from __future__ import annotations
 
 from enum import Enum
+from typing import Final
 
 from mqttq.codec.enums import PacketType, ReasonCode
 from mqttq.errors import ProtocolError
@@ -42,7 +43,7 @@ _AFTER_CONNECT = (
     PacketType.PINGREQ,
 )
 
-TRANSITIONS: dict[tuple[ConnState, PacketType], ConnState] = {
+TRANSITIONS: Final[dict[tuple[ConnState, PacketType], ConnState]] = {
     (ConnState.AWAIT_CONNECT, PacketType.CONNECT): ConnState.CONNECTED,
     # A second CONNECT is a Protocol Error [MQTT-3.1.0-2]: deliberately absent.
     **{(ConnState.CONNECTED, packet_type): ConnState.CONNECTED for packet_type in _AFTER_CONNECT},
@@ -50,7 +51,7 @@ TRANSITIONS: dict[tuple[ConnState, PacketType], ConnState] = {
 }
 """(state, type of a packet received from the client) -> the state after it."""
 
-STAYS_CONNECTED: frozenset[PacketType] = frozenset(
+STAYS_CONNECTED: Final[frozenset[PacketType]] = frozenset(
     packet_type
     for (state, packet_type), after in TRANSITIONS.items()
     if state is ConnState.CONNECTED and after is ConnState.CONNECTED

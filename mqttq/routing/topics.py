@@ -7,6 +7,8 @@ because `validate_topic_name` runs once per incoming PUBLISH.
 
 from __future__ import annotations
 
+from typing import Final
+
 from mqttq.codec.enums import ReasonCode
 from mqttq.errors import ProtocolError
 
@@ -20,7 +22,7 @@ __all__ = [
     "validate_topic_name",
 ]
 
-MAX_TOPIC_LENGTH = 65535
+MAX_TOPIC_LENGTH: Final = 65535
 """Largest UTF-8 encoded length of a topic name or filter [MQTT-4.7.3-3]."""
 
 SHARE_PREFIX = "$share/"

@@ -11,6 +11,7 @@ from mqttq.codec import (
     DisconnectPacket,
     Packet,
     PacketReader,
+    PacketType,
     PingreqPacket,
     PingrespPacket,
     Properties,
@@ -28,6 +29,7 @@ from mqttq.codec import (
     UnsubscribePacket,
     Will,
     decode_packet,
+    reader,
 )
 from mqttq.codec.primitives import decode_string, decode_varint
 from mqttq.codec.writer import encode_packet
@@ -292,6 +294,19 @@ def decode(wire: bytes, level: int | None, max_packet_size: int = MAX) -> Packet
 )
 def test_spec_bytes_decode_to_the_packet(level: int, wire: bytes, expected: Packet) -> None:
     assert decode(wire, level) == expected
+
+
+def test_the_fixed_header_constants_are_the_packet_types() -> None:
+    """The reader's literal type numbers (inlined by the compiled module) and its decoder
+    table follow PacketType."""
+    assert (reader._CONNECT, reader._PUBLISH, reader._PUBACK, reader._AUTH) == (
+        PacketType.CONNECT,
+        PacketType.PUBLISH,
+        PacketType.PUBACK,
+        PacketType.AUTH,
+    )
+    names = [None if d is None else d.__name__ for d in reader._DECODERS]
+    assert names == [None] + [f"_decode_{t.name.lower()}" for t in PacketType if t]
 
 
 def test_connect_is_decoded_before_the_level_is_known() -> None:
