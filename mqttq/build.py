@@ -38,6 +38,9 @@ COMPILED_MODULES: Final = (
     "mqttq.codec.properties",
     "mqttq.codec.reader",
     "mqttq.codec.writer",
+    # The per-PUBLISH rate check: two token buckets (node, tenant) for every message.
+    "mqttq.limits.bucket",
+    "mqttq.limits.limiter",
     # Message and Subscription: routing reads their fields for every message it routes.
     "mqttq.model",
     "mqttq.protocol.aliases",
