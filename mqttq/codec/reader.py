@@ -216,16 +216,16 @@ def _decode_connack(flags: int, body: memoryview, level: int) -> ConnackPacket:
     return ConnackPacket(False, CONNACK_RETURN_CODE_TO_REASON[code])
 
 
-def _decode_publish(flags: int, body: memoryview, level: int) -> PublishPacket:
-    """PUBLISH [MQTT-3.3]: the hot path, so fields are read inline without helper calls."""
-    n = len(body)
-    if n < 2:
+def _decode_publish(flags: int, data: bytes, start: int, end: int, level: int) -> PublishPacket:
+    """PUBLISH [MQTT-3.3], its body `data[start:end]`: the hot path, so fields are read
+    inline from the bytes (native indexing, no memoryview objects)."""
+    if end - start < 2:
         raise Incomplete
-    offset = 2 + ((body[0] << 8) | body[1])
-    if offset > n:
+    offset = start + 2 + ((data[start] << 8) | data[start + 1])
+    if offset > end:
         raise Incomplete
     try:
-        topic = str(body[2:offset], "utf-8")
+        topic = str(data[start + 2 : offset], "utf-8")
     except UnicodeDecodeError:
         raise MalformedPacket("topic name is not well-formed UTF-8 [MQTT-1.5.4-1]") from None
     if "\x00" in topic:
@@ -233,36 +233,33 @@ def _decode_publish(flags: int, body: memoryview, level: int) -> PublishPacket:
     qos = (flags >> 1) & 0x03
     packet_id = None
     if qos:
-        if offset + 2 > n:
+        if offset + 2 > end:
             raise Incomplete
-        packet_id = (body[offset] << 8) | body[offset + 1]
+        packet_id = (data[offset] << 8) | data[offset + 1]
         if not packet_id:
             raise MalformedPacket("packet identifier 0 [MQTT-2.2.1-3]")
         offset += 2
-    if level != 5:
-        return PublishPacket(
-            topic,
-            bytes(body[offset:]),
-            qos,
-            (flags & 1) == 1,
-            (flags & 8) == 8,
-            packet_id,
-            NO_PROPERTIES,
-        )
-    if offset < n and not body[offset]:
-        properties = NO_PROPERTIES
-        offset += 1
-    else:
-        properties, offset = decode_properties(body, offset, _PUBLISH)
+    properties = NO_PROPERTIES
+    if level == 5:
+        if offset < end and not data[offset]:
+            offset += 1
+        else:
+            body = memoryview(data)[start:end]
+            properties, offset = decode_properties(body, offset - start, _PUBLISH)
+            offset += start
     return PublishPacket(
-        topic, bytes(body[offset:]), qos, (flags & 1) == 1, (flags & 8) == 8, packet_id, properties
+        topic, data[offset:end], qos, (flags & 1) == 1, (flags & 8) == 8, packet_id, properties
     )
 
 
-def _decode_puback(flags: int, body: memoryview, level: int) -> PubackPacket:
-    """PUBACK [MQTT-3.4]."""
-    if len(body) == 2:  # the common short form
-        return PubackPacket(_packet_id(body, 0), ReasonCode.SUCCESS, NO_PROPERTIES)
+def _decode_puback(flags: int, data: bytes, start: int, end: int, level: int) -> PubackPacket:
+    """PUBACK [MQTT-3.4], its body `data[start:end]`."""
+    if end - start == 2:  # the common short form
+        packet_id = (data[start] << 8) | data[start + 1]
+        if not packet_id:
+            raise MalformedPacket("packet identifier 0")
+        return PubackPacket(packet_id, ReasonCode.SUCCESS, NO_PROPERTIES)
+    body = memoryview(data)[start:end]
     packet_id, reason, properties = _ack_fields(PacketType.PUBACK, body, level)
     return PubackPacket(packet_id, reason, properties)
 
@@ -436,8 +433,8 @@ _DECODERS: Final = (
     None,
     _decode_connect,
     _decode_connack,
-    _decode_publish,
-    _decode_puback,
+    None,  # PUBLISH and PUBACK: `_decode_at` calls their decoders on the bytes
+    None,
     _decode_pubrec,
     _decode_pubrel,
     _decode_pubcomp,
@@ -453,13 +450,16 @@ _DECODERS: Final = (
 
 
 def _decode_at(
-    view: memoryview, start: int, protocol_level: int | None, max_packet_size: int
+    data: bytes, start: int, protocol_level: int | None, max_packet_size: int
 ) -> tuple[Packet, int]:
-    """Decode the packet that starts at `start`; return it and the offset after it."""
-    n = len(view)
+    """Decode the packet that starts at `start`; return it and the offset after it.
+
+    `data` is bytes, not a memoryview: the compiled module indexes and slices bytes
+    natively, where each memoryview item or slice is a Python object operation."""
+    n = len(data)
     if start >= n:
         raise Incomplete
-    first = view[start]
+    first = data[start]
     ptype = first >> 4
     if ptype == _PUBLISH:
         if first & 0x06 == 0x06:
@@ -481,29 +481,32 @@ def _decode_at(
     pos = start + 1
     if pos >= n:
         raise Incomplete
-    length = view[pos]
+    length = data[pos]
     if length < 0x80:
         pos += 1
+    elif pos + 1 < n and data[pos + 1] < 0x80:  # two bytes: a packet of up to 16 KiB
+        length = (length & 0x7F) | data[pos + 1] << 7
+        pos += 2
     else:
-        length, pos = decode_varint(view, pos)
+        length, pos = decode_varint(memoryview(data), pos)
     end = pos + length
     if end - start > max_packet_size:
         raise PacketTooLarge(f"packet of {end - start} bytes exceeds {max_packet_size}")
     if end > n:
         raise Incomplete
-    body = view[pos:end]
     try:
-        # The two packets of every QoS 1 message are decoded by a direct (native) call; a
-        # call through the table is a Python call, with its arguments parsed.
+        # The two packets of every QoS 1 message are decoded from the bytes by a direct
+        # (native) call; a call through the table is a Python call, with its arguments
+        # parsed, and its decoder reads a memoryview of the body.
         packet: Packet
         if ptype == _PUBLISH:
-            packet = _decode_publish(first & 0x0F, body, level)
+            packet = _decode_publish(first & 0x0F, data, pos, end, level)
         elif ptype == _PUBACK:
-            packet = _decode_puback(first & 0x0F, body, level)
+            packet = _decode_puback(first & 0x0F, data, pos, end, level)
         else:
             decoder = _DECODERS[ptype]
             assert decoder is not None  # type 0 was refused above
-            packet = decoder(first & 0x0F, body, level)
+            packet = decoder(first & 0x0F, memoryview(data)[pos:end], level)
     except Incomplete:
         raise MalformedPacket(
             f"{PacketType(ptype).name} fields overrun the remaining length"
@@ -512,7 +515,7 @@ def _decode_at(
 
 
 def decode_packet(
-    view: memoryview, protocol_level: int | None, max_packet_size: int
+    view: bytes | memoryview, protocol_level: int | None, max_packet_size: int
 ) -> tuple[Packet, int]:
     """Decode the packet at the start of `view`; return it and the number of bytes it used.
 
@@ -525,11 +528,31 @@ def decode_packet(
     fixed header shows more than `max_packet_size` bytes, MalformedPacket or ProtocolError
     for invalid packets (reserved flags [MQTT-2.1.3-1], packet id 0 [MQTT-2.2.1-3], ...).
     """
-    return _decode_at(view, 0, protocol_level, max_packet_size)
+    data = view if type(view) is bytes else bytes(view)
+    return _decode_at(data, 0, protocol_level, max_packet_size)
 
 
-_COMPACT_AT = 64 * 1024
+_COMPACT_AT: Final = 64 * 1024
 """Consumed bytes kept at the buffer's front before they are dropped in one move."""
+_FIXED_HEADER_MAX: Final = 5
+"""The first byte and a Remaining Length of at most 4 bytes [MQTT-2.1.4]."""
+
+
+def _whole_packet(buffer: bytearray, start: int) -> bool:
+    """True when the packet at `start` is all in `buffer`, by its Remaining Length (read,
+    not checked: a malformed one gives False, and `_decode_at` says what is wrong)."""
+    n = len(buffer)
+    pos = start + 1
+    length = 0
+    for shift in (0, 7, 14, 21):
+        if pos >= n:
+            return False
+        byte = buffer[pos]
+        length |= (byte & 0x7F) << shift
+        pos += 1
+        if byte < 0x80:
+            return pos + length <= n
+    return False
 
 
 class PacketReader:
@@ -577,11 +600,23 @@ class PacketReader:
         start = self._offset
         if start >= len(buffer):
             return None
-        with memoryview(buffer) as view:
-            try:
-                packet, end = _decode_at(view, start, self.protocol_level, self.max_packet_size)
-            except Incomplete:
-                return None
+        if isinstance(buffer, bytearray):
+            # A packet arrived over several reads. Once it is whole, it and what follows
+            # it are copied into bytes once, which the decoders read.
+            if not _whole_packet(buffer, start):
+                # Not yet: what its fixed header shows is still checked at once (reserved
+                # flags, a packet too large, a malformed length).
+                head = bytes(memoryview(buffer)[start : start + _FIXED_HEADER_MAX])
+                try:
+                    _decode_at(head, 0, self.protocol_level, self.max_packet_size)
+                except Incomplete:
+                    return None
+            self._buffer = buffer = bytes(memoryview(buffer)[start:])
+            self._offset = start = 0
+        try:
+            packet, end = _decode_at(buffer, start, self.protocol_level, self.max_packet_size)
+        except Incomplete:
+            return None
         if end == len(buffer):
             self._offset = 0
             self._buffer = b""
