@@ -32,6 +32,9 @@ COMPILED_MODULES: Final = (
     "mqttq.broker.pending",
     "mqttq.broker.plain_tcp",
     "mqttq.broker.session",
+    # Read for every message: the counters it bumps and the tenant space it routes in.
+    "mqttq.broker.stats",
+    "mqttq.broker.tenants",
     "mqttq.codec.enums",
     "mqttq.codec.packets",
     "mqttq.codec.primitives",

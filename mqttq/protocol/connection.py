@@ -153,7 +153,14 @@ class MqttConnection:
             packet = reader.next_packet()
             if packet is None:
                 return None
-            if self.state is not _CONNECTED or packet.packet_type not in STAYS_CONNECTED:
+            kind = type(packet)
+            # PUBLISH and PUBACK keep a connection CONNECTED (STAYS_CONNECTED): checked by
+            # class first, without reading `packet_type` from one of fifteen packet classes.
+            if self.state is not _CONNECTED or (
+                kind is not PublishPacket
+                and kind is not PubackPacket
+                and packet.packet_type not in STAYS_CONNECTED
+            ):
                 self.state = next_state(self.state, packet.packet_type)
             if type(packet) is PublishPacket:
                 if self._check_publish(packet):

@@ -33,7 +33,7 @@ from mqttq.codec.packets import (
 from mqttq.codec.writer import encode_packet
 from mqttq.errors import ProtocolError
 from mqttq.protocol.connection import ConnectionLimits, MqttConnection
-from mqttq.protocol.state import TRANSITIONS, ConnState, next_state
+from mqttq.protocol.state import STAYS_CONNECTED, TRANSITIONS, ConnState, next_state
 from tests.property.strategies import packet_strategies
 
 V5 = ProtocolLevel.MQTT_5
@@ -88,6 +88,11 @@ def test_table_function_matches_table() -> None:
             except ProtocolError as error:
                 assert (state, packet_type) not in TRANSITIONS
                 assert error.reason_code == ReasonCode.PROTOCOL_ERROR
+
+
+def test_publish_and_puback_stay_connected() -> None:
+    """`MqttConnection.next_packet` skips the table for them by their class."""
+    assert {PacketType.PUBLISH, PacketType.PUBACK} <= STAYS_CONNECTED
 
 
 @settings(max_examples=300, deadline=None)
