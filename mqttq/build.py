@@ -56,6 +56,8 @@ COMPILED_MODULES: Final = (
     "mqttq.routing.router",
     "mqttq.routing.topics",
     "mqttq.routing.trie",
+    # The SQLite store's copy of its queues on the loop: each removal, each reconnect's fetch.
+    "mqttq.storage.queue_mirror",
     # The SQLite writer's queue index: per queued entry, its packet id, its run, its JSON.
     "mqttq.storage.sqlite_runs",
 )

@@ -329,7 +329,7 @@ class Lifecycle:
         if handle is not None:
             handle.cancel()
             session.expiry_handle = None
-        session.fetched_serial = max((entry.serial for entry in entries), default=0)
+        session.fetched_serial = entries[-1].serial if entries else 0  # in serial order
         session.protocol_level = packet.protocol_level
         session.client_type = client.identity.client_type if client.identity else "DEVICE"
         session.disconnected_at = None
