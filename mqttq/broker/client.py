@@ -14,7 +14,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, cast
 
-from mqttq.broker.dispatch import HANDLERS
+from mqttq.broker.dispatch import HANDLERS, on_puback, on_publish
 from mqttq.broker.listeners import TCP, ListenerKind
 from mqttq.broker.pending import OrderedSteps
 from mqttq.codec.enums import ReasonCode
@@ -22,6 +22,7 @@ from mqttq.codec.packets import (
     ConnackPacket,
     ConnectPacket,
     Packet,
+    PubackPacket,
     PublishPacket,
 )
 from mqttq.codec.properties import Properties
@@ -336,9 +337,16 @@ class Client(asyncio.Protocol):
                 packet = conn.next_packet()
                 if packet is None:
                     break
-                handler = handlers.get(type(packet))
-                if handler is not None:
-                    handler(self, packet)
+                # The two packets of every QoS 1 message by a direct (native) call; the
+                # table's handlers are Python calls, with their arguments parsed.
+                if type(packet) is PublishPacket:
+                    on_publish(self, packet)
+                elif type(packet) is PubackPacket:
+                    on_puback(self, packet)
+                else:
+                    handler = handlers.get(type(packet))
+                    if handler is not None:
+                        handler(self, packet)
         except ProtocolError as error:
             self.fail(error)
             return
