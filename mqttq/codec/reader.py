@@ -518,6 +518,7 @@ def decode_packet(
     view: bytes | memoryview, protocol_level: int | None, max_packet_size: int
 ) -> tuple[Packet, int]:
     """Decode the packet at the start of `view`; return it and the number of bytes it used.
+    `bytes` are read as they are; a memoryview is copied into bytes first.
 
     `protocol_level` is the connection's level (3, 4, 5), or None before CONNECT, when only a
     CONNECT may be decoded (anything else: ProtocolError PROTOCOL_ERROR). A CONNECT is always

@@ -82,7 +82,7 @@ def load(conn: sqlite3.Connection) -> list[tuple[int, str, Message]]:
         "SELECT seq, tenant, publisher, created_at, expires_at, publish FROM inbox ORDER BY seq"
     ):
         try:
-            packet, used = decode_packet(memoryview(data), _MQTT_5, _ANY_SIZE)
+            packet, used = decode_packet(bytes(data), _MQTT_5, _ANY_SIZE)
             if not isinstance(packet, PublishPacket):
                 raise MqttqError(f"a {type(packet).__name__}, not a PUBLISH packet")
             if used != len(data):
