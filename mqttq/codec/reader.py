@@ -540,20 +540,15 @@ _FIXED_HEADER_MAX: Final = 5
 
 
 def _whole_packet(buffer: bytearray, start: int) -> bool:
-    """True when the packet at `start` is all in `buffer`, by its Remaining Length (read,
-    not checked: a malformed one gives False, and `_decode_at` says what is wrong)."""
-    n = len(buffer)
-    pos = start + 1
-    length = 0
-    for shift in (0, 7, 14, 21):
-        if pos >= n:
+    """True when the packet at `start` is all in `buffer`, by its Remaining Length. An
+    incomplete or malformed one gives False: `_decode_at` says what is wrong, in its order
+    of checks."""
+    with memoryview(buffer) as view:
+        try:
+            length, end = decode_varint(view, start + 1)
+        except (Incomplete, MalformedPacket):
             return False
-        byte = buffer[pos]
-        length |= (byte & 0x7F) << shift
-        pos += 1
-        if byte < 0x80:
-            return pos + length <= n
-    return False
+    return end + length <= len(buffer)
 
 
 class PacketReader:
