@@ -22,6 +22,12 @@ from pathlib import Path
 from typing import Final
 
 COMPILED_MODULES: Final = (
+    # The load tool's receive path (`mqttq bench`): per delivered message its client reads
+    # the packet and acknowledges it, its subscriber accounts the payload. Interpreted, the
+    # tool was slower than the brokers it measures (its core busy through a backlog drain).
+    "mqttq.bench.client",
+    "mqttq.bench.payload",
+    "mqttq.bench.subscriber",
     # The broker's per-message path: a connection's reads and writes, dispatch, routing into
     # sessions, delivery, the storage batchers (about a fifth of a message's CPU once the
     # layers below are compiled; benchmarks/broker_inproc.py).

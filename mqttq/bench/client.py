@@ -11,9 +11,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import cast
+from typing import Final, cast
 
-from mqttq.bench.options import BenchError
+from mqttq.bench.options import BenchError, ConnectFailed
 from mqttq.bench.stats import LatencyHistogram
 from mqttq.codec import (
     ConnackPacket,
@@ -36,14 +36,10 @@ from mqttq.codec import (
 )
 from mqttq.errors import ProtocolError
 
-_MAX_PACKET_SIZE = 268_435_460
-_NO_PROPERTIES = Properties()
+_MAX_PACKET_SIZE: Final = 268_435_460
+_NO_PROPERTIES: Final = Properties()
 """Shared, never mutated: saves one Properties allocation per acknowledgement."""
-_RECEIVE_MAXIMUM = 65535
-
-
-class ConnectFailed(BenchError):
-    """The TCP connection or the MQTT CONNECT did not succeed."""
+_RECEIVE_MAXIMUM: Final = 65535
 
 
 class Counters:

@@ -17,6 +17,10 @@ class BenchError(Exception):
     """A run cannot go on; the message is one line meant for the user."""
 
 
+class ConnectFailed(BenchError):
+    """The TCP connection or the MQTT CONNECT did not succeed."""
+
+
 @dataclass(frozen=True, slots=True)
 class BenchOptions:
     """Connection, load and timing options common to every scenario."""

@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Final
 
-MAGIC = b"mq"
-FLAG_WARMUP = 0x01
-_HEADER = struct.Struct(">2sBIIQ")
-HEADER_SIZE = _HEADER.size
+MAGIC: Final = b"mq"
+FLAG_WARMUP: Final = 0x01
+_HEADER: Final = struct.Struct(">2sBIIQ")
+HEADER_SIZE: Final = _HEADER.size
 """The smallest payload the tool can send (19 bytes)."""
 
 

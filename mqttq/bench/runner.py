@@ -19,12 +19,13 @@ from collections.abc import Awaitable, Callable, MutableSequence
 from functools import partial
 from typing import TypeVar
 
-from mqttq.bench.client import BenchClient, ConnectFailed, Counters
-from mqttq.bench.options import BenchError, BenchOptions
-from mqttq.bench.payload import FLAG_WARMUP, PayloadBuilder, unpack_header
-from mqttq.bench.results import PublisherResult, SubscriberResult, WorkerResult
-from mqttq.bench.scenarios import Plan, PublisherSpec, SubscriberSpec
-from mqttq.bench.stats import LatencyHistogram, SequenceTracker
+from mqttq.bench.client import BenchClient, Counters
+from mqttq.bench.options import BenchError, BenchOptions, ConnectFailed
+from mqttq.bench.payload import PayloadBuilder
+from mqttq.bench.results import PublisherResult, WorkerResult
+from mqttq.bench.scenarios import Plan, PublisherSpec
+from mqttq.bench.stats import LatencyHistogram
+from mqttq.bench.subscriber import Subscriber
 
 # Commands (parent -> workers), increasing: a worker waiting for one also wakes on a later.
 GO = 1
@@ -79,54 +80,6 @@ class Link:
         buf[base + SLOT_DISCONNECTS] = counters.disconnects
         if phase is not None:
             buf[base + SLOT_PHASE] = phase
-
-
-class Subscriber:
-    """Receives one subscriber's messages and accounts them per publisher."""
-
-    __slots__ = (
-        "_counters",
-        "_histogram",
-        "backlog",
-        "client",
-        "result",
-        "spec",
-        "unique",
-    )
-
-    def __init__(self, spec: SubscriberSpec, counters: Counters, histogram: LatencyHistogram):
-        self.spec = spec
-        self.result = SubscriberResult(spec.index)
-        self.client: BenchClient | None = None
-        self.unique = 0
-        self.backlog = -1
-        """Persistent scenario: messages to receive before the backlog counts as drained."""
-        self._counters = counters
-        self._histogram = histogram
-
-    def on_payload(self, payload: bytes) -> None:
-        now = time.time_ns()
-        header = unpack_header(payload)
-        if header is None:
-            self.result.foreign += 1
-            return
-        flags, publisher, sequence, sent_ns = header
-        trackers = self.result.trackers
-        tracker = trackers.get(publisher)
-        if tracker is None:
-            tracker = trackers[publisher] = SequenceTracker()
-        counters = self._counters
-        if not tracker.record(sequence):
-            counters.duplicates += 1
-            return
-        counters.received += 1
-        if not flags & FLAG_WARMUP:
-            counters.received_measured += 1
-            counters.last_received_ns = now
-            self._histogram.record((now - sent_ns) // 1000)
-        self.unique += 1
-        if self.unique == self.backlog:
-            self.result.drained_ns = now
 
 
 async def _bounded(jobs: list[Callable[[], Awaitable[T]]], limit: int) -> list[T]:

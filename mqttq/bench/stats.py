@@ -21,7 +21,9 @@ _SUB = 1 << _SUB_BITS
 _LINEAR_LIMIT = 2 * _SUB
 MAX_VALUE = (1 << 40) - 1
 """Largest recordable value; larger values are clamped (about 12.7 days in microseconds)."""
-_SLOTS = (MAX_VALUE.bit_length() - _SUB_BITS) * _SUB
+_SLOTS = (MAX_VALUE.bit_length() - _SUB_BITS + 1) * _SUB
+"""4,352: the linear range (2 x 128) and 128 sub-buckets for each power of two up to 2**39;
+`_index(MAX_VALUE)` is the last."""
 
 
 def _index(value: int) -> int:

@@ -48,6 +48,7 @@ PURE_LAYER_TESTS = (
     "tests/contract/test_sqlite_runs.py",
     "tests/integration/test_session.py",
     "tests/integration/test_aliases.py",
+    "tests/unit/test_bench_receive.py",
     # Its start line names the build: "pure (MQTTQ_PURE=1)" here, in the test and the broker.
     "tests/integration/test_cli_serve.py::test_json_logs_on_stderr_at_info",
 )

@@ -19,7 +19,7 @@ from mqttq.bench.results import (
     merge,
 )
 from mqttq.bench.scenarios import fan_out, p2p, shared
-from mqttq.bench.stats import GroupAccount, LatencyHistogram, SequenceTracker
+from mqttq.bench.stats import MAX_VALUE, GroupAccount, LatencyHistogram, SequenceTracker
 
 # -- SequenceTracker ---------------------------------------------------------------------
 
@@ -308,3 +308,16 @@ def test_merge_flags_a_subscriber_that_only_heard_the_wrong_publisher() -> None:
     )
     m = merge(plan, BenchOptions(), [w], Timeline(drain_complete=True))["messages"]
     assert (m["received"], m["lost"], m["foreign"]) == (2, 2, 2)
+
+
+def test_values_up_to_and_beyond_the_largest_are_recorded_clamped() -> None:
+    """The top power of two has its buckets: a sample from a skewed clock (sent at 0 ns)
+    is clamped to MAX_VALUE, not an IndexError."""
+    histogram = LatencyHistogram()
+    for value in (MAX_VALUE, MAX_VALUE + 1, 1 << 39, 10**18):
+        histogram.record(value)
+    assert histogram.count == 4
+    assert histogram.min == 1 << 39
+    assert histogram.max == MAX_VALUE
+    assert histogram.percentile(100) == MAX_VALUE
+    assert 1 << 39 <= histogram.percentile(1) <= (1 << 39) * (1 + 1 / 128)
