@@ -120,6 +120,8 @@ class SqliteStorage:
             max_weight=_ENQUEUE_CHUNK,
             on_rollback=self._runs.clear_cache,
             on_idle=self._sweep_if_due,
+            idle_after=_SWEEP_QUIET,
+            idle_within=_SWEEP_WITHIN,
         )
 
     def statistics(self) -> WriterStatistics:
@@ -407,6 +409,14 @@ _INSERT_BODY = "INSERT INTO messages (body) VALUES (?)"
 _SWEEP = "DELETE FROM messages WHERE id NOT IN (SELECT message_id FROM queue)"
 _SWEEP_MIN = 4096
 """Entries deleted before a sweep is worth its scan, however small the queues."""
+_SWEEP_QUIET = 0.05
+"""Seconds without a job before the writer looks whether a sweep is due: its scan of the
+queue (milliseconds for 10,000 entries) then waits for the end of a burst instead of
+sharing the broker's core with a backlog drain, which it did at the first empty moment of
+the writer's queue (docs/benchmarks.md, issue 14 section 11)."""
+_SWEEP_WITHIN = 1.0
+"""...or at most this long after the burst began: a load that never pauses still has its
+bodies swept."""
 
 
 def _insert_bodies(conn: sqlite3.Connection, items: list[tuple[str, Message]]) -> dict[int, int]:

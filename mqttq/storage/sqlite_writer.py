@@ -65,6 +65,8 @@ class SqliteWriter:
         max_weight: int | None = None,
         on_rollback: Callable[[], None] = lambda: None,
         on_idle: Callable[[sqlite3.Connection], None] | None = None,
+        idle_after: float = 0.0,
+        idle_within: float = 0.0,
     ) -> None:
         """Gather jobs for at most `commit_interval` seconds after the first one, but stop
         early once none arrived for `idle_gap` (default: a quarter of the interval), so a
@@ -72,8 +74,11 @@ class SqliteWriter:
         `max_weight` (see `submit`), so a heavy job commits without waiting for the ones
         queued after it. `on_rollback` runs on the writer thread
         whenever work was undone, so caches kept beside the database can be dropped.
-        `on_idle(conn)` runs on the writer thread after a batch whenever no job is waiting,
-        outside any transaction (it runs its own): housekeeping that must not delay one."""
+        `on_idle(conn)` runs on the writer thread, outside any transaction (it runs its
+        own): housekeeping that must not delay a job. It runs once no job came for
+        `idle_after` seconds after a batch, so a burst (a backlog drain) does not share its
+        core with it; or, under a load that never pauses that long, at the first moment no
+        job waits once `idle_within` seconds went by since the first batch it follows."""
         self._path = path
         self._commit_interval = commit_interval
         self._idle_gap = commit_interval / 4 if idle_gap is None else idle_gap
@@ -81,6 +86,8 @@ class SqliteWriter:
         self._max_weight = max_weight
         self._on_rollback = on_rollback
         self._on_idle = on_idle
+        self._idle_after = idle_after
+        self._idle_within = idle_within
         self._queue: queue.SimpleQueue[_Job] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         # Guards `_accepting` against the thread's final drain: a job is either queued
@@ -164,13 +171,26 @@ class SqliteWriter:
             return
         _deliver([(opened, None, None)], loop)
         stop: _Job | None = None
+        on_idle = self._on_idle
+        # monotonic() by which `on_idle` runs at the latest; None: no batch since it ran.
+        idle_due: float | None = None
         try:
             while stop is None:
-                batch, stop = self._collect()
+                wait = None
+                if idle_due is not None and on_idle is not None:
+                    if time.monotonic() >= idle_due and self._queue.empty():
+                        idle_due = None
+                        on_idle(conn)
+                        continue
+                    wait = self._idle_after
+                batch, stop = self._collect(wait)
                 if batch:
                     self._run_batch(conn, batch)
-                    if self._on_idle is not None and stop is None and self._queue.empty():
-                        self._on_idle(conn)
+                    if idle_due is None:
+                        idle_due = time.monotonic() + self._idle_within
+                elif stop is None and on_idle is not None:  # quiet for `idle_after`
+                    idle_due = None
+                    on_idle(conn)
         except BaseException:
             _log.exception("SQLite writer thread crashed; storage %s is unusable", self._path)
             raise
@@ -196,13 +216,17 @@ class SqliteWriter:
             error = None if fn is None else StorageError(f"SQLite storage {self._path} closed")
             _deliver([(future, None, error)], loop)
 
-    def _collect(self) -> tuple[list[_Job], _Job | None]:
-        """The next batch, and the stop job if it came with it.
+    def _collect(self, wait: float | None = None) -> tuple[list[_Job], _Job | None]:
+        """The next batch, and the stop job if it came with it; an empty batch when no
+        job came within `wait` seconds (None: wait for one).
 
         Waits at most `commit_interval` after the first job for more, and no longer than
         `idle_gap` between two of them.
         """
-        first = self._queue.get()
+        try:
+            first = self._queue.get(timeout=wait)
+        except queue.Empty:
+            return [], None
         if first[0] is None:
             return [], first
         batch = [first]

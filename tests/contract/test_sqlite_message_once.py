@@ -165,3 +165,58 @@ def test_a_heavy_job_commits_without_the_jobs_queued_after_it(tmp_path: Path) ->
 
 def _nothing(conn: sqlite3.Connection) -> None:
     conn.execute("SELECT 1")
+
+
+def _idle_runs(
+    tmp_path: Path, *, idle_after: float, idle_within: float, jobs: int, wait_for_one: bool
+) -> list[bool]:
+    """Run `jobs` jobs one after another on a writer with an idle hook; then, with
+    `wait_for_one`, poll until the hook ran. Each run of the hook is recorded as whether
+    a transaction was open."""
+    runs: list[bool] = []
+
+    def on_idle(conn: sqlite3.Connection) -> None:
+        runs.append(conn.in_transaction)
+
+    async def body() -> None:
+        writer = SqliteWriter(
+            tmp_path / "w.db",
+            commit_interval=0,
+            on_idle=on_idle,
+            idle_after=idle_after,
+            idle_within=idle_within,
+        )
+        await writer.open()
+        try:
+            for _ in range(jobs):
+                await writer.submit(_nothing)
+            for _ in range(500):
+                if runs or not wait_for_one:
+                    break
+                await asyncio.sleep(0.01)
+        finally:
+            await writer.close()
+
+    asyncio.run(body())
+    return runs
+
+
+def test_the_idle_hook_waits_for_a_quiet_writer(tmp_path: Path) -> None:
+    """Jobs closer together than `idle_after` (an hour here) never let the hook run
+    before `idle_within` (an hour too): a burst does not share its core with it."""
+    assert (
+        _idle_runs(tmp_path, idle_after=3600, idle_within=3600, jobs=20, wait_for_one=False) == []
+    )
+
+
+def test_the_idle_hook_runs_once_the_writer_was_quiet(tmp_path: Path) -> None:
+    runs = _idle_runs(tmp_path, idle_after=0.01, idle_within=3600, jobs=3, wait_for_one=True)
+    assert runs  # (more than once only if the test itself paused 10 ms between two jobs)
+    assert not any(runs)  # outside any transaction
+
+
+def test_the_idle_hook_runs_without_a_pause_once_idle_within_went_by(tmp_path: Path) -> None:
+    """A load that never pauses for `idle_after` still gets the hook, at the first moment
+    no job waits after `idle_within` (0 here: right after the first batch)."""
+    runs = _idle_runs(tmp_path, idle_after=3600, idle_within=0, jobs=1, wait_for_one=True)
+    assert runs == [False]
