@@ -158,7 +158,7 @@ class SqliteStorage:
             None if record.will is None else will_to_json(record.will, record.client_id),
             json.dumps(sorted(record.awaiting_pubrel)),
         )
-        await self._writer.submit(_statement(_SAVE_SESSION, row))
+        await self._writer.submit_row(_SAVE_SESSION, row)
 
     async def delete_session(self, client_id: str) -> None:
         """Remove the session record, its queue and its counters."""
