@@ -20,8 +20,13 @@ __all__ = [
 ]
 
 
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
+"""Compact JSON with one encoder for every call (`json.dumps` with `separators` builds a
+new encoder each time; a reconnect saves its session, subscriptions included)."""
+
+
 def subscriptions_to_json(subscriptions: list[Subscription]) -> str:
-    return json.dumps(
+    return _dumps(
         [
             {
                 "topicFilter": s.topic_filter,
@@ -32,8 +37,7 @@ def subscriptions_to_json(subscriptions: list[Subscription]) -> str:
                 "subscriptionIdentifier": s.subscription_identifier,
             }
             for s in subscriptions
-        ],
-        separators=(",", ":"),
+        ]
     )
 
 
@@ -63,7 +67,7 @@ def will_to_json(will: Will, client_id: str) -> str:
         props = dataclasses.replace(props, will_delay_interval=None)
     message = Message(will.topic, will.payload, will.qos, will.retain, props, 0.0, None, client_id)
     text = message_to_json(message, client_id=client_id, packet_id=0)
-    return json.dumps({"delay": delay, "message": text}, separators=(",", ":"))
+    return _dumps({"delay": delay, "message": text})
 
 
 def will_from_json(text: str) -> Will:

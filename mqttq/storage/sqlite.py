@@ -156,7 +156,7 @@ class SqliteStorage:
             subscriptions_to_json(record.subscriptions),
             record.tenant,
             None if record.will is None else will_to_json(record.will, record.client_id),
-            json.dumps(sorted(record.awaiting_pubrel)),
+            json.dumps(sorted(record.awaiting_pubrel)) if record.awaiting_pubrel else "[]",
         )
         await self._writer.submit_row(_SAVE_SESSION, row)
 
