@@ -55,6 +55,16 @@ _UPDATE_RUN: Final = "UPDATE runs SET entries = ? WHERE client_id = ? AND first_
 _DELETE_RUN: Final = "DELETE FROM runs WHERE client_id = ? AND first_serial = ?"
 _DELETE_RUNS: Final = "DELETE FROM runs WHERE client_id = ? AND first_serial IN ({firsts})"
 _DELETE_CHUNK: Final = 500
+_NULL_ARITIES: Final = (1, 2, 4, 8, 16, 32, 63)
+"""Entries one UPDATE nulls in a run (`_null_entries`): a drop of n pads its paths to the
+next of these by repeating its last one, so that there are few statements to prepare (the
+connection caches 64); 63 is the most one call of json_replace takes (127 arguments)."""
+_NULL_SQL: Final = {
+    arity: "UPDATE runs SET entries = json_replace(entries"
+    + ", ?, NULL" * arity
+    + ") WHERE client_id = ? AND first_serial = ?"
+    for arity in _NULL_ARITIES
+}
 _CLEAR: Final = "DELETE FROM runs WHERE client_id = ?"
 _COUNTERS: Final = "SELECT last_serial, last_packet_id FROM counters WHERE client_id = ?"
 _SAVE_COUNTERS: Final = "INSERT OR REPLACE INTO counters VALUES (?, ?, ?)"
@@ -100,6 +110,23 @@ def live_entries(
                         entries.append(QueuedMessage(serial, packet_id, message, pubrel == 1))
             serial += 1
     return entries, expired, unreadable
+
+
+def _null_entries(conn: sqlite3.Connection, client_id: str, first: int, offsets: list[int]) -> None:
+    """Set these entries of a run to null in place: SQLite rewrites the run's JSON itself,
+    so the run is neither read back nor decoded and encoded in Python. (A drain acks each
+    run in a few batches; reading, decoding and re-encoding the run was most of a removal's
+    cost: docs/benchmarks.md, issue 14 section 11.) Numbers keep their text."""
+    top = _NULL_ARITIES[-1]
+    for start in range(0, len(offsets), top):
+        paths = [f"$[{offset}]" for offset in offsets[start : start + top]]
+        arity = top
+        for candidate in _NULL_ARITIES:
+            if candidate >= len(paths):
+                arity = candidate
+                break
+        paths += [paths[-1]] * (arity - len(paths))
+        conn.execute(_NULL_SQL[arity], (*paths, client_id, first))
 
 
 def _read_run(conn: sqlite3.Connection, client_id: str, first: int) -> list[Any]:
@@ -362,10 +389,7 @@ class QueueIndex:
             queue.forget_runs([first])
             return
         queue.live[first] = left
-        entries = _read_run(conn, client_id, first)
-        for offset in offsets:
-            entries[offset] = None
-        conn.execute(_UPDATE_RUN, (_dumps(entries), client_id, first))
+        _null_entries(conn, client_id, first, offsets)
 
     def mark_pubrel(self, conn: sqlite3.Connection, client_id: str, packet_id: int) -> None:
         """Mark the live entry with that packet id as awaiting PUBCOMP."""

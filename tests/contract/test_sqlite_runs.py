@@ -191,3 +191,35 @@ def test_fetches_of_one_loop_iteration_each_get_their_own_queue(tmp_path: Path) 
         ]
 
     run_with(SqliteStorage(path), body)
+
+
+def test_removal_nulls_any_number_of_a_runs_entries_and_keeps_the_rest_verbatim(
+    tmp_path: Path,
+) -> None:
+    """A run of RUN_LIMIT entries loses 1, 3, 17, 2 and then 40 of them (one UPDATE each,
+    its list of paths padded to a fixed length); what is left is byte for byte what was
+    written, the expiry's float text included, until the last removal deletes the run."""
+    path = tmp_path / "mqttq.db"
+    expiry = 1795726008.3066318
+
+    def element(n: int) -> str:
+        return f"[{n},{n},{expiry!r},0]"
+
+    async def body(s: Storage) -> None:
+        await s.enqueue([("a", msg(n, expires_at=expiry)) for n in range(RUN_LIMIT)])
+        gone: set[int] = set()
+        for count in (1, 3, 17, 2):
+            batch = [n for n in range(1, RUN_LIMIT + 1) if n not in gone][:count]
+            gone.update(batch)
+            await s.remove_many([("a", n) for n in batch])
+            expected = ",".join(
+                "null" if n in gone else element(n) for n in range(1, RUN_LIMIT + 1)
+            )
+            assert sql_rows(path, "SELECT entries FROM runs") == [(f"[{expected}]",)]
+        left = [n for n in range(1, RUN_LIMIT + 1) if n not in gone]
+        await s.remove_many([("a", n) for n in left[:40]])
+        assert [e.packet_id for e in await s.fetch("a", 0)] == left[40:]
+        await s.remove_many([("a", n) for n in left[40:]])
+        assert sql_rows(path, "SELECT COUNT(*) FROM runs") == [(0,)]
+
+    run_with(SqliteStorage(path, queue_limit=65535), body)
