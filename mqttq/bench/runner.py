@@ -26,6 +26,7 @@ from mqttq.bench.results import PublisherResult, WorkerResult
 from mqttq.bench.scenarios import Plan, PublisherSpec
 from mqttq.bench.stats import LatencyHistogram
 from mqttq.bench.subscriber import Subscriber
+from mqttq.heap import settled_heap
 
 # Commands (parent -> workers), increasing: a worker waiting for one also wakes on a later.
 GO = 1
@@ -409,8 +410,11 @@ class Worker:
         pinger: asyncio.Future[None] | None = None
         cpu0 = time.process_time()
         wall0 = time.perf_counter()
+        heap = contextlib.ExitStack()
         try:
             await self._setup()
+            # The clients are connected: what the run allocates from here is per message.
+            heap.enter_context(settled_heap())
             self._set_phase(READY)
             if await self._wait_command(GO) < STOP:
                 cpu0 = time.process_time()
@@ -430,6 +434,7 @@ class Worker:
             result.fatal = str(exc)
             self._set_phase(FAILED)
         finally:
+            heap.close()
             result.cpu_s = time.process_time() - cpu0
             result.wall_s = time.perf_counter() - wall0
             progress.cancel()

@@ -8,7 +8,6 @@ asyncio machinery it does not need.
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import signal
@@ -29,6 +28,7 @@ from mqttq.cli.serve_cluster import start_heartbeat
 from mqttq.cli.serve_workers import check_workers, run_workers
 from mqttq.config import Settings, load_settings
 from mqttq.errors import MqttqError
+from mqttq.heap import settle_heap
 from mqttq.logs import configure_logging
 from mqttq.settings import node_id_of
 
@@ -280,22 +280,6 @@ def open_cluster_link(settings: Settings) -> ClusterLink | None:
     )
 
 
-GC_YOUNG_THRESHOLD = 10_000
-"""Allocations between collections of the youngest generation (CPython's default: 700)."""
-
-
-def _settle_heap() -> None:
-    """Once started: what was loaded so far (modules, stored sessions, retained messages)
-    leaves the cyclic collector's view, and the youngest generation is collected every
-    10,000 allocations instead of 700. The message path makes no reference cycles (its
-    objects go by reference counting), yet under the defaults the collector took 97 ms
-    over four 100 x 100 backlog drains, one full collection stalling the broker for
-    65 ms; after this, 12 ms (docs/benchmarks.md, issue 14 section 9)."""
-    gc.freeze()
-    _young, middle, old = gc.get_threshold()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
-
-
 def _run_event_loop(main: Coroutine[Any, Any, None]) -> None:
     try:
         import uvloop  # noqa: PLC0415 (optional: not built for every platform)
@@ -331,7 +315,7 @@ async def _serve(
         await broker.start()
         admin = await start_admin(broker, settings)
         heartbeat = await start_heartbeat(broker, settings, admin)
-        _settle_heap()
+        settle_heap()
     except BaseException:
         if admin is not None:
             await admin.close()
