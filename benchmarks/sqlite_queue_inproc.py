@@ -8,11 +8,15 @@ Times the jobs the writer thread runs, inside the job (no commit, no fsync), on 
 - `live`: live traffic to online persistent sessions, 100 clients, one entry each per call,
   each acknowledged one call later (runs of one entry);
 - `removals`: 30,000 one-entry runs of one client removed in batches of 100 (the drain of
-  a backlog that arrived one message at a time).
+  a backlog that arrived one message at a time);
+- `drain-acks`: the `fanout` backlog acknowledged as a drain does, in 5 batches of 2,000
+  across all clients (each client's oldest 20 per batch), so most batches leave runs
+  partly live (issue 14, section 11).
 
     python benchmarks/sqlite_queue_inproc.py fanout
     python benchmarks/sqlite_queue_inproc.py live
     python benchmarks/sqlite_queue_inproc.py removals
+    python benchmarks/sqlite_queue_inproc.py drain-acks
 
 docs/benchmarks.md (issue 14, section 6) quotes these numbers.
 """
@@ -80,6 +84,21 @@ async def removals(storage: SqliteStorage) -> float:
     return float(await storage._writer.submit(job)) * 1e3
 
 
+async def drain_acks(storage: SqliteStorage) -> float:
+    messages = [_message(n) for n in range(100)]
+    items = [(c, m) for m in messages for c in CLIENTS]
+    entries = await storage.enqueue(items)
+    acks = [(c, e.packet_id) for (c, _m), e in zip(items, entries, strict=True) if e]
+
+    def job(conn: sqlite3.Connection) -> float:
+        start = time.process_time()
+        for k in range(0, len(acks), 2000):
+            storage._remove(conn, acks[k : k + 2000])
+        return time.process_time() - start
+
+    return float(await storage._writer.submit(job)) * 1e6 / len(acks)
+
+
 def _timed(
     storage: SqliteStorage, conn: sqlite3.Connection, items: list[tuple[str, Message]]
 ) -> float:
@@ -92,6 +111,7 @@ UNITS = {
     "fanout": "ms of writer CPU for 10,000 entries (5 calls of 2,000)",
     "live": "us of writer CPU per message (enqueue + removal)",
     "removals": "ms of writer CPU for 30,000 one-entry runs, removed 100 at a time",
+    "drain-acks": "us of writer CPU per entry, 10,000 removed in 5 batches across 100 clients",
 }
 
 
@@ -101,14 +121,15 @@ async def run(mode: str) -> float:
         await storage.open()
         try:
             await storage.enqueue([(c, _message(-1)) for c in CLIENTS])  # clients known
-            return await {"fanout": fanout, "live": live, "removals": removals}[mode](storage)
+            modes = {"fanout": fanout, "live": live, "removals": removals, "drain-acks": drain_acks}
+            return await modes[mode](storage)
         finally:
             await storage.close()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("fanout", "live", "removals"))
+    parser.add_argument("mode", choices=tuple(UNITS))
     parser.add_argument("--trials", type=int, default=3)
     args = parser.parse_args()
     figures = [asyncio.run(run(args.mode)) for _ in range(args.trials)]
