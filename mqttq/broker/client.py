@@ -150,11 +150,19 @@ class Client(asyncio.Protocol):
         """True when the client reached the broker on a loopback address (127.0.0.0/8,
         ::1): the listener `auth.anonymous = "loopback"` lets in without credentials."""
         transport = self.transport
-        sockname = None if transport is None else transport.get_extra_info("sockname")
-        if not sockname or not isinstance(sockname, tuple):
+        if transport is None:
             return False
+        known = transport.get_extra_info("loopback")  # plain TCP: from its listener
+        if known is not None:
+            return bool(known)
+        sockname = transport.get_extra_info("sockname")
+        if not sockname or not isinstance(sockname, tuple) or not isinstance(sockname[0], str):
+            return False
+        host = sockname[0]
+        if host.startswith("127.") or host == "::1":  # the forms the socket API gives
+            return True
         try:
-            return ipaddress.ip_address(sockname[0]).is_loopback
+            return ipaddress.ip_address(host).is_loopback
         except ValueError:
             return False
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import ipaddress
 import logging
 import os
 import socket
@@ -61,6 +62,8 @@ _EOF = 4  # write_eof() called: the write side shuts once the buffer is drained
 _PAUSED = 8  # the protocol was told to pause writing
 _LOST = 16  # connection_lost was scheduled
 _IPV6 = 32  # the socket is AF_INET6 (else AF_INET): get_extra_info needs no getsockopt
+_LOCAL_LOOPBACK = 64  # the listener is bound to a loopback address, so is this connection
+_LOCAL_OTHER = 128  # the listener is bound to one address, and not a loopback one
 
 
 class SocketTransport:
@@ -74,14 +77,17 @@ class SocketTransport:
         fd: int,
         protocol: asyncio.Protocol,
         family: int = socket.AF_INET,
+        local: int = 0,
     ) -> None:
+        """`local`: what the listener's address tells of this connection's
+        (`listener_locality`)."""
         self._loop = loop
         self.fd = fd
         self._protocol: asyncio.Protocol | None = protocol
         self._buffer: bytearray | None = None
         self._high = DEFAULT_HIGH_WATER
         self._low = DEFAULT_HIGH_WATER // 4
-        self._state = _IPV6 if family == socket.AF_INET6 else 0
+        self._state = (_IPV6 if family == socket.AF_INET6 else 0) | local
 
     def start(self) -> None:
         """Start reading, then tell the protocol (which may pause reading or abort)."""
@@ -295,7 +301,14 @@ class SocketTransport:
         return socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP, fileno=self.fd)
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
-        """peername and sockname (asked of the socket each time: nothing is cached)."""
+        """peername and sockname (asked of the socket each time: nothing is cached); and
+        "loopback", whether the local address is a loopback one, when the listener's
+        address says (it is bound to one address), else `default`."""
+        if name == "loopback":
+            state = self._state
+            if state & _LOCAL_LOOPBACK:
+                return True
+            return False if state & _LOCAL_OTHER else default
         if name not in {"peername", "sockname"} or self.fd < 0:
             return default
         sock = self._socket()
@@ -320,6 +333,7 @@ class SocketServer:
         self._loop = loop
         self.sockets = sockets
         self._factory = protocol_factory
+        self._locality = {sock.fileno(): listener_locality(sock) for sock in sockets}
         self._closed = False
 
     def start_serving(self) -> None:
@@ -337,7 +351,9 @@ class SocketServer:
     def _accept(self, listening: socket.socket) -> None:
         for _ in range(ACCEPTS_PER_WAKEUP):
             try:
-                sock, _address = listening.accept()
+                # The bare descriptor: `socket.accept` would wrap it in a socket object
+                # (interpreted code), only for the transport to take the descriptor back.
+                fd, _address = cast(Any, listening)._accept()  # (not in typeshed)
             except (BlockingIOError, InterruptedError, ConnectionAbortedError):
                 return
             except OSError as error:
@@ -347,22 +363,36 @@ class SocketServer:
                 self._loop.remove_reader(listening.fileno())
                 self._loop.call_later(ACCEPT_RETRY, self._accept_again, listening)
                 return
-            self._connected(sock)
+            self._connected(fd, listening)
 
     def _accept_again(self, listening: socket.socket) -> None:
         if not self._closed:
             self._loop.add_reader(listening.fileno(), self._accept, listening)
 
-    def _connected(self, sock: socket.socket) -> None:
+    def _connected(self, fd: int, listening: socket.socket) -> None:
+        """TCP_NODELAY and SO_KEEPALIVE come from the listening socket (Linux copies
+        them to the sockets it accepts); O_NONBLOCK does not."""
         try:
-            sock.setblocking(False)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            os.set_blocking(fd, False)
         except OSError:
-            sock.close()
+            os.close(fd)
             return
-        family = sock.family
-        transport = SocketTransport(self._loop, sock.detach(), self._factory(), family)
+        local = self._locality.get(listening.fileno(), 0)
+        transport = SocketTransport(self._loop, fd, self._factory(), listening.family, local)
         transport.start()
+
+
+def listener_locality(sock: socket.socket) -> int:
+    """The `SocketTransport` flag for connections accepted on `sock`: bound to a loopback
+    address, to another single address, or 0 for a wildcard (each connection's own
+    local address then decides)."""
+    try:
+        address = ipaddress.ip_address(sock.getsockname()[0])
+    except (OSError, ValueError):
+        return 0
+    if address.is_unspecified:
+        return 0
+    return _LOCAL_LOOPBACK if address.is_loopback else _LOCAL_OTHER
 
 
 async def start_socket_listener(
@@ -396,6 +426,7 @@ async def start_socket_listener(
             # Half-open connections: the OS probes (keep alive x 1.5 is the MQTT bound);
             # accepted sockets inherit the option.
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # inherited too
             sock.bind(address)
             sock.listen(backlog)
             sock.setblocking(False)

@@ -5,15 +5,21 @@ the protocol, a graceful write_eof sends everything first."""
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import struct
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import uvloop
 
-from mqttq.broker.plain_tcp import SocketServer, SocketTransport, start_socket_listener
+from mqttq.broker.plain_tcp import (
+    SocketServer,
+    SocketTransport,
+    listener_locality,
+    start_socket_listener,
+)
 
 LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
     "uvloop": uvloop.new_event_loop,
@@ -193,3 +199,73 @@ def test_a_protocol_failing_on_data_is_reported_and_its_connection_closed(loop_n
         assert [ctx["exception"] for ctx in reported] == [error]
 
     run(loop_name, main)
+
+
+def test_an_accepted_connection_is_non_blocking_with_nodelay_and_keepalive() -> None:
+    """The listener's TCP_NODELAY and SO_KEEPALIVE reach the connections it accepts (no
+    setsockopt per connection); O_NONBLOCK is set on each."""
+
+    async def main() -> None:
+        server, port, made = await serve("127.0.0.1")
+        _reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        while not made:
+            await asyncio.sleep(0.01)
+        fd = made[0].transport.fd
+        assert not os.get_blocking(fd)
+        probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, fileno=fd)
+        try:
+            assert probe.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) == 1
+            assert probe.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE) == 1
+        finally:
+            probe.detach()
+        writer.close()
+        server.close()
+
+    run("uvloop", main)
+
+
+@pytest.mark.parametrize(("host", "connect_to"), [("127.0.0.1", "127.0.0.1"), ("::1", "::1")])
+def test_a_connection_on_a_loopback_listener_knows_it_is_local(host: str, connect_to: str) -> None:
+    async def main() -> None:
+        server, port, made = await serve(host)
+        _reader, writer = await asyncio.open_connection(connect_to, port)
+        while not made:
+            await asyncio.sleep(0.01)
+        assert made[0].transport.get_extra_info("loopback") is True
+        writer.close()
+        server.close()
+
+    run("uvloop", main)
+
+
+class _Bound:
+    """Stands for a listening socket bound to `host` (only loopback ones are opened here)."""
+
+    def __init__(self, host: str) -> None:
+        self.host = host
+
+    def getsockname(self) -> tuple[str, int]:
+        return (self.host, 1883)
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.8.9.10", True),
+        ("::1", True),
+        ("10.1.2.3", False),
+        ("2001:db8::5", False),
+        ("0.0.0.0", None),
+        ("::", None),
+    ],
+)
+def test_what_a_listeners_address_tells_of_its_connections(
+    host: str, loopback: bool | None
+) -> None:
+    async def main() -> None:
+        local = listener_locality(cast(socket.socket, _Bound(host)))
+        transport = SocketTransport(asyncio.get_running_loop(), -1, Recorder(), local=local)
+        assert transport.get_extra_info("loopback") is loopback
+
+    run("uvloop", main)
