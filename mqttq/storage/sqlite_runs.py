@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from typing import Any, Final
 
 from mqttq.model import Message
@@ -120,11 +120,7 @@ def _null_entries(conn: sqlite3.Connection, client_id: str, first: int, offsets:
     top = _NULL_ARITIES[-1]
     for start in range(0, len(offsets), top):
         paths = [f"$[{offset}]" for offset in offsets[start : start + top]]
-        arity = top
-        for candidate in _NULL_ARITIES:
-            if candidate >= len(paths):
-                arity = candidate
-                break
+        arity = _NULL_ARITIES[bisect_left(_NULL_ARITIES, len(paths))]
         paths += [paths[-1]] * (arity - len(paths))
         conn.execute(_NULL_SQL[arity], (*paths, client_id, first))
 
