@@ -62,6 +62,11 @@ class StoredMessage:
     """`PUBLISH` or `PUBREL`."""
 
 
+compact_json: Final = json.JSONEncoder(separators=(",", ":")).encode
+"""Compact JSON with one encoder for every call: `json.dumps` with `separators` builds a new
+encoder each time (a queued message's body, a session record, a rewritten run)."""
+
+
 def _ms(seconds: float) -> int:
     return round(seconds * 1000)
 
@@ -107,7 +112,7 @@ def message_to_json(
         obj["expiresAt"] = _ms(message.expires_at)
     if message.publisher_id:
         obj["publisherId"] = message.publisher_id
-    return json.dumps(obj, separators=(",", ":"))
+    return compact_json(obj)
 
 
 _HEAD: Final = '{"clientId":""'

@@ -10,7 +10,7 @@ from typing import Any
 from mqttq.codec.packets import Will
 from mqttq.errors import StorageError
 from mqttq.model import Message, Subscription
-from mqttq.storage.codec_json import message_from_json, message_to_json
+from mqttq.storage.codec_json import compact_json, message_from_json, message_to_json
 
 __all__ = [
     "subscriptions_from_json",
@@ -20,13 +20,8 @@ __all__ = [
 ]
 
 
-_dumps = json.JSONEncoder(separators=(",", ":")).encode
-"""Compact JSON with one encoder for every call (`json.dumps` with `separators` builds a
-new encoder each time; a reconnect saves its session, subscriptions included)."""
-
-
 def subscriptions_to_json(subscriptions: list[Subscription]) -> str:
-    return _dumps(
+    return compact_json(
         [
             {
                 "topicFilter": s.topic_filter,
@@ -67,7 +62,7 @@ def will_to_json(will: Will, client_id: str) -> str:
         props = dataclasses.replace(props, will_delay_interval=None)
     message = Message(will.topic, will.payload, will.qos, will.retain, props, 0.0, None, client_id)
     text = message_to_json(message, client_id=client_id, packet_id=0)
-    return _dumps({"delay": delay, "message": text})
+    return compact_json({"delay": delay, "message": text})
 
 
 def will_from_json(text: str) -> Will:
