@@ -381,11 +381,7 @@ class SqliteStorage:
         return entries, expired
 
     def _remove(self, conn: sqlite3.Connection, entries: list[tuple[str, int]]) -> None:
-        by_client: dict[str, list[int]] = {}
-        for client_id, packet_id in entries:
-            by_client.setdefault(client_id, []).append(packet_id)
-        for client_id, packet_ids in by_client.items():
-            self._deleted += self._runs.remove(conn, client_id, packet_ids)
+        self._deleted += self._runs.remove_entries(conn, entries)
 
     def _delete_expired(self, conn: sqlite3.Connection, client_id: str, now: float) -> None:
         self._deleted += self._runs.delete_expired(conn, client_id, now)
@@ -425,7 +421,11 @@ def _insert_bodies(conn: sqlite3.Connection, items: list[tuple[str, Message]]) -
     `id(message)`. The objects stay alive in `items`. A body no entry ends up pointing at
     (its items dropped at once, or refused) goes with the next sweep."""
     body_of: dict[int, int] = {}
+    last = None
     for _client_id, message in items:
+        if message is last:  # a fan-out's items come message by message
+            continue
+        last = message
         key = id(message)
         if key not in body_of:
             text = message_to_json(message, client_id="", packet_id=0)

@@ -26,6 +26,7 @@ from bisect import bisect_left, bisect_right
 from typing import Any, Final
 
 from mqttq.model import Message
+from mqttq.storage.codec_json import compact_json
 from mqttq.storage.ports import QueuedMessage
 
 __all__ = [
@@ -68,10 +69,6 @@ _NULL_SQL: Final = {
 _CLEAR: Final = "DELETE FROM runs WHERE client_id = ?"
 _COUNTERS: Final = "SELECT last_serial, last_packet_id FROM counters WHERE client_id = ?"
 _SAVE_COUNTERS: Final = "INSERT OR REPLACE INTO counters VALUES (?, ?, ?)"
-
-_dumps = json.JSONEncoder(separators=(",", ":")).encode
-"""A run's entries as JSON (one encoder for all calls: `json.dumps` with options builds a
-new one each time)."""
 
 
 def read_runs(conn: sqlite3.Connection, client_id: str) -> list[tuple[int, list[Any]]]:
@@ -334,6 +331,21 @@ class QueueIndex:
         self._evict()
         return packet_ids
 
+    def remove_entries(self, conn: sqlite3.Connection, entries: list[tuple[str, int]]) -> int:
+        """Delete each (client id, packet id) live entry, client by client; how many there
+        were. (Grouped here, compiled: a drain removes every entry it delivers.)"""
+        by_client: dict[str, list[int]] = {}
+        for client_id, packet_id in entries:
+            packet_ids = by_client.get(client_id)
+            if packet_ids is None:
+                by_client[client_id] = [packet_id]
+            else:
+                packet_ids.append(packet_id)
+        removed = 0
+        for client_id, packet_ids in by_client.items():
+            removed += self.remove(conn, client_id, packet_ids)
+        return removed
+
     def remove(self, conn: sqlite3.Connection, client_id: str, packet_ids: list[int]) -> int:
         """Delete the live entries with these packet ids; how many there were."""
         queue = self.queue(conn, client_id)
@@ -396,7 +408,7 @@ class QueueIndex:
         first = queue.run_of(serial)
         entries = _read_run(conn, client_id, first)
         entries[serial - first][3] = 1
-        conn.execute(_UPDATE_RUN, (_dumps(entries), client_id, first))
+        conn.execute(_UPDATE_RUN, (compact_json(entries), client_id, first))
 
     def drop_oldest(
         self, conn: sqlite3.Connection, client_id: str, queue: ClientQueue, excess: int
