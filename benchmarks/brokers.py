@@ -205,13 +205,16 @@ def start_mqttq(
     name: str = "mqttq",
     config_toml: str | None = None,
     settings_env: dict[str, str] | None = None,
+    launcher: tuple[str, ...] = ("-m", "mqttq"),
 ) -> BrokerProcess:
     """`python -m mqttq serve --port 0` with its data dir in `workdir`; `config_toml`, when
-    given, is passed as --config; `settings_env` as MQTTQ_* environment variables."""
+    given, is passed as --config; `settings_env` as MQTTQ_* environment variables;
+    `launcher`: what follows `python` in place of `-m mqttq` (a script that instruments
+    the broker, then runs mqttq's CLI with the rest of the arguments)."""
     workdir.mkdir(parents=True, exist_ok=True)
     ready = workdir / "ready.json"
     ready.unlink(missing_ok=True)
-    argv = [sys.executable, "-m", "mqttq", "serve", "--port", "0", "--host", HOST]
+    argv = [sys.executable, *launcher, "serve", "--port", "0", "--host", HOST]
     argv += ["--data-dir", str(workdir / "data"), "--ready-file", str(ready)]
     if config_toml is not None:
         (workdir / "mqttq.toml").write_text(config_toml)

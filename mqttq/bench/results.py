@@ -247,4 +247,8 @@ def _persistent_report(
         "drained_subscribers": len(drained),
         "drain_s": round(drain_s, 3) if drain_s is not None else None,
         "drain_per_s": round(backlog / drain_s, 1) if drain_s else None,
+        # The window's ends on the wall clock (ns since the epoch), to line it up with what
+        # the broker did meanwhile (benchmarks/drain_timeline.py).
+        "drain_started_ns": min(reconnects) if complete else None,
+        "drain_ended_ns": max(drained) if complete else None,
     }

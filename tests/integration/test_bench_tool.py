@@ -198,6 +198,9 @@ def test_persistent_backlog_drains(broker_port: int, protocol: int) -> None:
     assert persistent["sessions_present"] == 3
     assert persistent["drained_subscribers"] == 3
     assert persistent["drain_s"] is not None and persistent["drain_s"] >= 0
+    started, ended = persistent["drain_started_ns"], persistent["drain_ended_ns"]
+    assert started <= ended
+    assert round((ended - started) / 1e9, 3) == persistent["drain_s"]
 
 
 def test_rate_limited_publishers_with_warmup(broker_port: int) -> None:

@@ -1,0 +1,152 @@
+"""A backlog drain against the moment its fan-out reached the broker's loop (a script, not a
+test).
+
+The `persistent-qos1` scenario of `compare.py` (1 publisher, 100 offline persistent
+sessions x 100 QoS 1 messages, broker and load tool each on one core), run against a fresh
+mqttq on the embedded store each time. The publish inbox acknowledges the publisher once
+its rows are durable, and queues the 10,000 entries after; the load tool starts the
+reconnects once it has every PUBACK. So a fan-out still being written when they begin
+is part of the drain (docs/benchmarks.md, issue 14 section 12). Per run this prints:
+
+- the drain rate, as `mqttq bench` reports it;
+- the fan-out's queue writes (`SqliteStorage.enqueue_logged` calls: entries each);
+- when the last of them reached the loop (its commit returned), in ms after the reconnects
+  began: negative when the backlog was all queued before.
+
+The broker runs through this script (`--record FILE serve ...`), which times those calls
+on the loop and then runs mqttq's CLI: the broker's code is not changed.
+
+    python benchmarks/drain_timeline.py --runs 12
+    python benchmarks/drain_timeline.py --runs 12 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from brokers import (
+    RunFailed,
+    cores,
+    install_sigterm_handler,
+    pinned,
+    start_mqttq,
+    stop_all,
+    stop_broker,
+)
+from compare import SCENARIOS, Timing, bench_argv, run_bench
+
+from mqttq.cli import main as mqttq_main
+from mqttq.storage.sqlite import SqliteStorage
+
+TIMING = Timing(duration=15.0, warmup=2.0, drain_timeout=10.0, inflight=100)
+"""As `compare.py` runs the persistent scenario (it is not timed: only the drain timeout
+and the publisher's window apply)."""
+
+
+def record_fanouts(path: Path) -> None:
+    """In the broker's process, before the Hub exists: append `[entries, start_ns, end_ns]`
+    to `path` for every `enqueue_logged` call (wall clock, as the bench's drain window)."""
+    original = SqliteStorage.enqueue_logged
+
+    async def enqueue_logged(self: SqliteStorage, items: Any, seqs: Any) -> Any:
+        start = time.time_ns()
+        try:
+            return await original(self, items, seqs)
+        finally:
+            with path.open("a") as out:
+                out.write(json.dumps([len(items), start, time.time_ns()]) + "\n")
+
+    SqliteStorage.enqueue_logged = enqueue_logged  # type: ignore[method-assign]
+
+
+def one_run(workdir: Path) -> dict[str, Any]:
+    """A fresh broker, one persistent scenario, the fan-out's writes beside the drain."""
+    broker_core, tool_core = cores()
+    record_file = workdir / "fanouts.jsonl"
+    broker = start_mqttq(
+        workdir,
+        core=broker_core,
+        launcher=(str(Path(__file__).resolve()), "--record", str(record_file)),
+    )
+    try:
+        scenario = next(s for s in SCENARIOS if s.name == "persistent-qos1")
+        bench = run_bench(pinned(tool_core, bench_argv(scenario, TIMING, broker.port)), 120.0)
+    finally:
+        stop_broker(broker)
+    persistent = bench["persistent"]
+    started = persistent["drain_started_ns"]
+    if started is None:
+        raise RunFailed("the drain did not complete")
+    writes = [json.loads(line) for line in record_file.read_text().splitlines()]
+    if not writes:
+        raise RunFailed("the broker queued nothing through the publish inbox")
+    return {
+        "drain_per_s": persistent["drain_per_s"],
+        "fanout_writes": [entries for entries, _start, _end in writes],
+        "last_write_ms": round((writes[-1][2] - started) / 1e6, 1),
+        "last_write_took_ms": round((writes[-1][2] - writes[-1][1]) / 1e6, 1),
+    }
+
+
+def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Drain medians of the runs whose fan-out reached the loop before the reconnects began
+    and of those where it came after."""
+    groups: dict[str, Any] = {}
+    for name, late in (("queued_before", False), ("still_queueing", True)):
+        rates = [r["drain_per_s"] for r in runs if (r["last_write_ms"] > 0) == late]
+        groups[name] = {
+            "runs": len(rates),
+            "drain_per_s_median": round(statistics.median(rates)) if rates else None,
+            "drain_per_s_range": [round(min(rates)), round(max(rates))] if rates else None,
+        }
+    return groups
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=12, help="fresh brokers, one drain each")
+    parser.add_argument("--json", action="store_true", help="print the runs as JSON")
+    args = parser.parse_args(argv)
+    install_sigterm_handler()
+    runs: list[dict[str, Any]] = []
+    try:
+        for index in range(args.runs):
+            with tempfile.TemporaryDirectory(prefix="mqttq-drain-") as tmp:
+                run = one_run(Path(tmp))
+            runs.append(run)
+            if not args.json:
+                print(
+                    f"run {index + 1}: drain {run['drain_per_s']:,.0f} msg/s; fan-out writes "
+                    f"{run['fanout_writes']}, the last reached the loop "
+                    f"{run['last_write_ms']:+.1f} ms from the reconnects "
+                    f"({run['last_write_took_ms']:.1f} ms after it was called)",
+                    flush=True,
+                )
+    except RunFailed as error:
+        print(f"drain_timeline: {error}", file=sys.stderr)
+        return 1
+    finally:
+        stop_all()
+    groups = summary(runs)
+    if args.json:
+        print(json.dumps({"runs": runs, "summary": groups}, indent=2))
+    else:
+        for name, group in groups.items():
+            print(f"{name.replace('_', ' ')}: {group}")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "--record":
+        record_fanouts(Path(sys.argv[2]))
+        sys.argv = ["mqttq", *sys.argv[3:]]
+        mqttq_main()
+    else:
+        sys.exit(main())
