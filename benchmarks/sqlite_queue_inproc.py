@@ -5,6 +5,8 @@ Times the jobs the writer thread runs, inside the job (no commit, no fsync), on 
 
 - `fanout`: 100 messages to 100 clients in 5 calls of 2,000 entries, as the persistent
   scenario of `benchmarks/compare.py` enqueues them (one run per client per call);
+- `inbox-fanout`: the same 10,000 entries in one call, as the publish inbox queues the
+  fan-out of a burst read in one loop iteration;
 - `live`: live traffic to online persistent sessions, 100 clients, one entry each per call,
   each acknowledged one call later (runs of one entry);
 - `removals`: 30,000 one-entry runs of one client removed in batches of 100 (the drain of
@@ -14,6 +16,7 @@ Times the jobs the writer thread runs, inside the job (no commit, no fsync), on 
   partly live (issue 14, section 11).
 
     python benchmarks/sqlite_queue_inproc.py fanout
+    python benchmarks/sqlite_queue_inproc.py inbox-fanout --trials 15
     python benchmarks/sqlite_queue_inproc.py live
     python benchmarks/sqlite_queue_inproc.py removals
     python benchmarks/sqlite_queue_inproc.py drain-acks
@@ -48,6 +51,12 @@ async def fanout(storage: SqliteStorage) -> float:
         items = [(c, m) for m in messages[call * 20 : (call + 1) * 20] for c in CLIENTS]
         seconds += await storage._writer.submit(lambda conn, i=items: _timed(storage, conn, i))
     return seconds * 1e3
+
+
+async def inbox_fanout(storage: SqliteStorage) -> float:
+    messages = [_message(n) for n in range(100)]
+    items = [(c, m) for m in messages for c in CLIENTS]
+    return float(await storage._writer.submit(lambda conn: _timed(storage, conn, items))) * 1e3
 
 
 async def live(storage: SqliteStorage) -> float:
@@ -109,6 +118,7 @@ def _timed(
 
 UNITS = {
     "fanout": "ms of writer CPU for 10,000 entries (5 calls of 2,000)",
+    "inbox-fanout": "ms of writer CPU for 10,000 entries in one call",
     "live": "us of writer CPU per message (enqueue + removal)",
     "removals": "ms of writer CPU for 30,000 one-entry runs, removed 100 at a time",
     "drain-acks": "us of writer CPU per entry, 10,000 removed in 5 batches across 100 clients",
@@ -121,7 +131,13 @@ async def run(mode: str) -> float:
         await storage.open()
         try:
             await storage.enqueue([(c, _message(-1)) for c in CLIENTS])  # clients known
-            modes = {"fanout": fanout, "live": live, "removals": removals, "drain-acks": drain_acks}
+            modes = {
+                "fanout": fanout,
+                "inbox-fanout": inbox_fanout,
+                "live": live,
+                "removals": removals,
+                "drain-acks": drain_acks,
+            }
             return await modes[mode](storage)
         finally:
             await storage.close()
