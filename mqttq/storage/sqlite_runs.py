@@ -253,9 +253,9 @@ class QueueIndex:
                 wanted.append(index)
         trimmed = 0
         counters: list[tuple[str, int, int]] = []
+        # Each message's entry JSON after its packet id, by `id(message)` (the objects stay
+        # alive in `items`): written once per message, not once per subscriber.
         tail_of: dict[int, str] = {}
-        """Each message's entry JSON after its packet id, by `id(message)`: written once per
-        message, not once per subscriber."""
         for client_id, wanted in by_client.items():
             queue = self.queue(conn, client_id)
             if reject_new:
