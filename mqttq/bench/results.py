@@ -250,5 +250,6 @@ def _persistent_report(
         # The window's ends on the wall clock (ns since the epoch), to line it up with what
         # the broker did meanwhile (benchmarks/drain_timeline.py).
         "drain_started_ns": min(reconnects) if complete else None,
+        "first_drained_ns": min(drained) if complete else None,
         "drain_ended_ns": max(drained) if complete else None,
     }
