@@ -198,9 +198,10 @@ def run_one(
             )
         argv = pinned(tool_core, bench_argv(scenario, timing, broker.port))
         budget = timing.warmup + timing.duration + 2 * timing.drain_timeout + 120
-        cpu_before = broker.cpu_seconds()
+        cpu_before, on_cpu_before = broker.cpu_seconds(), broker.on_cpu_seconds()
         record["bench"] = run_bench(argv, budget)
         record["broker_cpu_s"] = round(broker.cpu_seconds() - cpu_before, 3)
+        record["broker_on_cpu_s"] = round(broker.on_cpu_seconds() - on_cpu_before, 4)
         record["broker_max_rss_mib"] = round(broker.status_bytes("VmHWM") / 2**20, 1)
         if not broker.alive:
             raise RunFailed(f"{broker_name} exited during the run: {broker.log_tail()}")
