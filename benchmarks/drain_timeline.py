@@ -6,12 +6,18 @@ sessions x 100 QoS 1 messages, broker and load tool each on one core), run again
 mqttq on the embedded store each time. The publish inbox acknowledges the publisher once
 its rows are durable, and queues the 10,000 entries after; the load tool starts the
 reconnects once it has every PUBACK. So a fan-out still being written when they begin
-is part of the drain (docs/benchmarks.md, issue 14 section 12). Per run this prints:
+is part of the drain (docs/benchmarks.md, issue 14 sections 12 and 13). Per run this prints:
 
 - the drain rate, as `mqttq bench` reports it;
 - the fan-out's queue writes (`SqliteStorage.enqueue_logged` calls: entries each);
 - when the last of them reached the loop (its commit returned), in ms after the reconnects
-  began: negative when the backlog was all queued before.
+  began: negative when the backlog was all queued before;
+- when the last inbox append returned (the publisher's last PUBACKs follow it at once), in
+  ms from the reconnects (negative: before them). The tool's controller polls its workers
+  every 10 ms, so the reconnects begin 0-10 ms after the last PUBACK, whichever broker;
+- when the first reconnect read its queue (`SqliteStorage.fetch`), in ms from the
+  reconnects, and in ms after the last fan-out write reached the loop (the loop's hops
+  between that commit and the waiting reconnects).
 
 The broker runs through this script (`--record FILE serve ...`), which times those calls
 on the loop and then runs mqttq's CLI: the broker's code is not changed.
@@ -51,19 +57,41 @@ and the publisher's window apply)."""
 
 
 def record_fanouts(path: Path) -> None:
-    """In the broker's process, before the Hub exists: append `[entries, start_ns, end_ns]`
-    to `path` for every `enqueue_logged` call (wall clock, as the bench's drain window)."""
-    original = SqliteStorage.enqueue_logged
+    """In the broker's process, before the Hub exists: append `[kind, entries, start_ns,
+    end_ns]` to `path` for every `enqueue_logged` ("fanout") and `append_inbox` ("inbox")
+    call, and `[kind, 0, start_ns, start_ns]` for every `fetch` ("fetch") (wall clock, as
+    the bench's drain window)."""
 
-    async def enqueue_logged(self: SqliteStorage, items: Any, seqs: Any) -> Any:
+    def record(kind: str, entries: int, start: int, end: int) -> None:
+        with path.open("a") as out:
+            out.write(json.dumps([kind, entries, start, end]) + "\n")
+
+    enqueue_logged = SqliteStorage.enqueue_logged
+    append_inbox = SqliteStorage.append_inbox
+    fetch = SqliteStorage.fetch
+
+    async def timed_enqueue_logged(self: SqliteStorage, items: Any, seqs: Any) -> Any:
         start = time.time_ns()
         try:
-            return await original(self, items, seqs)
+            return await enqueue_logged(self, items, seqs)
         finally:
-            with path.open("a") as out:
-                out.write(json.dumps([len(items), start, time.time_ns()]) + "\n")
+            record("fanout", len(items), start, time.time_ns())
 
-    SqliteStorage.enqueue_logged = enqueue_logged  # type: ignore[method-assign]
+    async def timed_append_inbox(self: SqliteStorage, rows: Any) -> Any:
+        start = time.time_ns()
+        try:
+            return await append_inbox(self, rows)
+        finally:
+            record("inbox", len(rows), start, time.time_ns())
+
+    async def timed_fetch(self: SqliteStorage, client_id: str, now: float) -> Any:
+        start = time.time_ns()
+        record("fetch", 0, start, start)
+        return await fetch(self, client_id, now)
+
+    SqliteStorage.enqueue_logged = timed_enqueue_logged  # type: ignore[method-assign]
+    SqliteStorage.append_inbox = timed_append_inbox  # type: ignore[method-assign]
+    SqliteStorage.fetch = timed_fetch  # type: ignore[method-assign]
 
 
 def one_run(workdir: Path) -> dict[str, Any]:
@@ -84,14 +112,26 @@ def one_run(workdir: Path) -> dict[str, Any]:
     started = persistent["drain_started_ns"]
     if started is None:
         raise RunFailed("the drain did not complete")
-    writes = [json.loads(line) for line in record_file.read_text().splitlines()]
-    if not writes:
+    events = [json.loads(line) for line in record_file.read_text().splitlines()]
+    writes = [(n, start, end) for kind, n, start, end in events if kind == "fanout"]
+    appends = [end for kind, _n, _start, end in events if kind == "inbox"]
+    fetches = sorted(start for kind, _n, start, _end in events if kind == "fetch")
+    if not writes or not appends or not fetches:
         raise RunFailed("the broker queued nothing through the publish inbox")
+    last_end = max(end for _n, _start, end in writes)
+    after = [start for start in fetches if start >= last_end]
+
+    def ms(ns: int) -> float:
+        return round(ns / 1e6, 1)
+
     return {
         "drain_per_s": persistent["drain_per_s"],
         "fanout_writes": [entries for entries, _start, _end in writes],
-        "last_write_ms": round((writes[-1][2] - started) / 1e6, 1),
-        "last_write_took_ms": round((writes[-1][2] - writes[-1][1]) / 1e6, 1),
+        "last_write_ms": ms(writes[-1][2] - started),
+        "last_write_took_ms": ms(writes[-1][2] - writes[-1][1]),
+        "last_append_ms": ms(max(appends) - started),
+        "first_fetch_ms": ms(fetches[0] - started),
+        "fetch_after_write_ms": round((after[0] - last_end) / 1e6, 2) if after else None,
     }
 
 
@@ -126,7 +166,14 @@ def main(argv: list[str] | None = None) -> int:
                     f"run {index + 1}: drain {run['drain_per_s']:,.0f} msg/s; fan-out writes "
                     f"{run['fanout_writes']}, the last reached the loop "
                     f"{run['last_write_ms']:+.1f} ms from the reconnects "
-                    f"({run['last_write_took_ms']:.1f} ms after it was called)",
+                    f"({run['last_write_took_ms']:.1f} ms after it was called); last inbox "
+                    f"append {run['last_append_ms']:+.1f} ms, first queue read "
+                    f"{run['first_fetch_ms']:+.1f} ms"
+                    + (
+                        f" ({run['fetch_after_write_ms']:.2f} ms after the last write)"
+                        if run["fetch_after_write_ms"] is not None
+                        else ""
+                    ),
                     flush=True,
                 )
     except RunFailed as error:
