@@ -1,0 +1,214 @@
+"""The least a wake-up costs a Python server on uvloop, next to a C server (a script, not a
+test).
+
+Two echo servers, each on one core, answer the same client on the other core: one
+written in C (`epoll_wait`, `read`, `write`; built here with the system's C compiler), one
+in Python on uvloop (`add_reader`, `os.readv`, `os.write`, as mqttq's plain TCP path
+reads and writes). The client sends one 70-byte message every millisecond, round robin
+over 100 connections, and waits for each echo: at 1,000 msg/s every message meets an idle
+server, as in `compare.py`'s `p2p-qos1-1k`. Per server and run this prints its CPU per
+wake-up (`brokers.on_cpu_seconds`: on-CPU time from schedstat, not sampled ticks) and the
+client's round-trip p50 and p99.
+
+Neither server does any MQTT: the difference between them is what the interpreter and the
+loop add to each wake-up, the floor under any per-message work in Python.
+
+    python benchmarks/wake_floor.py --runs 3
+
+docs/benchmarks.md (issue 14, section 13) quotes its output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import uvloop
+from brokers import HOST, cores, on_cpu_seconds, pinned
+
+CONNECTIONS = 100
+RATE = 1000
+MESSAGE = b"x" * 70
+
+C_SERVER = r"""
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+int main(int argc, char **argv) {
+    int ready = atoi(argv[1]), one = 1;
+    int listener = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in addr = {0};
+    socklen_t len = sizeof addr;
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (bind(listener, (struct sockaddr *)&addr, sizeof addr) || listen(listener, 256)) return 1;
+    getsockname(listener, (struct sockaddr *)&addr, &len);
+    dprintf(ready, "%d", ntohs(addr.sin_port));
+    close(ready);
+    int poll = epoll_create1(0);
+    struct epoll_event event = {.events = EPOLLIN, .data.fd = listener}, events[64];
+    epoll_ctl(poll, EPOLL_CTL_ADD, listener, &event);
+    static char buffer[65536];
+    for (;;) {
+        int count = epoll_wait(poll, events, 64, -1);
+        for (int i = 0; i < count; i++) {
+            int fd = events[i].data.fd;
+            if (fd == listener) {
+                int client = accept(listener, 0, 0);
+                setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+                struct epoll_event added = {.events = EPOLLIN, .data.fd = client};
+                epoll_ctl(poll, EPOLL_CTL_ADD, client, &added);
+                continue;
+            }
+            ssize_t got = read(fd, buffer, sizeof buffer);
+            if (got <= 0) {
+                close(fd);
+                continue;
+            }
+            if (write(fd, buffer, got) != got) return 1;
+        }
+    }
+}
+"""
+
+
+def python_server(ready: int) -> None:
+    """The uvloop echo server (runs in the child process)."""
+
+    async def serve() -> None:
+        loop = asyncio.get_running_loop()
+        listener = socket.socket()
+        listener.bind((HOST, 0))
+        listener.listen(256)
+        listener.setblocking(False)
+        os.write(ready, str(listener.getsockname()[1]).encode())
+        os.close(ready)
+        buffer = bytearray(65536)
+        connections: list[socket.socket] = []
+
+        def echo(fd: int) -> None:
+            got = os.readv(fd, [buffer])
+            if got == 0:
+                loop.remove_reader(fd)
+                return
+            os.write(fd, bytes(buffer[:got]))
+
+        def accept() -> None:
+            while True:
+                try:
+                    connection, _peer = listener.accept()
+                except BlockingIOError:
+                    return
+                connection.setblocking(False)
+                connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                connections.append(connection)
+                loop.add_reader(connection.fileno(), echo, connection.fileno())
+
+        loop.add_reader(listener.fileno(), accept)
+        await asyncio.Event().wait()
+
+    uvloop.run(serve())
+
+
+def one_run(argv: list[str], seconds: float) -> dict[str, float]:
+    """Start one server (its port comes back on a pipe), drive it, stop it."""
+    ready_read, ready_write = os.pipe()
+    server = subprocess.Popen([*argv, str(ready_write)], pass_fds=(ready_write,))
+    os.close(ready_write)
+    try:
+        port = int(os.read(ready_read, 16) or b"0")
+        if not port:
+            raise RuntimeError(f"{argv[-1]} did not start")
+        connections = [socket.create_connection((HOST, port)) for _ in range(CONNECTIONS)]
+        for connection in connections:
+            connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        time.sleep(0.5)
+        cpu = on_cpu_seconds(server.pid)
+        round_trips: list[int] = []
+        start = time.perf_counter()
+        sent = 0
+        while time.perf_counter() - start < seconds:
+            due = start + sent / RATE
+            while time.perf_counter() < due:  # the client never sleeps: only the server idles
+                pass
+            connection = connections[sent % CONNECTIONS]
+            before = time.perf_counter_ns()
+            connection.sendall(MESSAGE)
+            got = 0
+            while got < len(MESSAGE):
+                got += len(connection.recv(len(MESSAGE) - got))
+            round_trips.append(time.perf_counter_ns() - before)
+            sent += 1
+        cpu = on_cpu_seconds(server.pid) - cpu
+        for connection in connections:
+            connection.close()
+    finally:
+        os.close(ready_read)
+        server.kill()
+        server.wait()
+    round_trips.sort()
+    return {
+        "cpu_us_per_wakeup": round(cpu / sent * 1e6, 1),
+        "rtt_p50_us": round(round_trips[len(round_trips) // 2] / 1e3),
+        "rtt_p99_us": round(round_trips[int(len(round_trips) * 0.99)] / 1e3),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=3, help="runs of each server, alternating")
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of each run")
+    args = parser.parse_args(argv)
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    if compiler is None:
+        print("wake_floor: no C compiler (cc or gcc) on PATH", file=sys.stderr)
+        return 1
+    server_core, client_core = cores()
+    if client_core is not None:
+        os.sched_setaffinity(0, {int(client_core)})
+    with tempfile.TemporaryDirectory(prefix="mqttq-wake-") as tmp:
+        source, binary = Path(tmp) / "echo.c", Path(tmp) / "echo"
+        source.write_text(C_SERVER)
+        subprocess.run([compiler, "-O2", "-o", str(binary), str(source)], check=True)
+        servers = {
+            "c": pinned(server_core, [str(binary)]),
+            "python": pinned(server_core, [sys.executable, __file__, "--serve"]),
+        }
+        results: dict[str, list[dict[str, float]]] = {name: [] for name in servers}
+        for index in range(args.runs):
+            for name, command in servers.items():
+                result = one_run(command, args.seconds)
+                results[name].append(result)
+                print(
+                    f"run {index + 1} {name:6}: {result['cpu_us_per_wakeup']:5.1f} us CPU per "
+                    f"wake-up; round trip p50 {result['rtt_p50_us']} us, "
+                    f"p99 {result['rtt_p99_us']} us",
+                    flush=True,
+                )
+    for name, runs in results.items():
+        cpu = statistics.median(r["cpu_us_per_wakeup"] for r in runs)
+        p99 = statistics.median(r["rtt_p99_us"] for r in runs)
+        print(f"{name}: median {cpu:.1f} us CPU per wake-up, round trip p99 {p99:.0f} us")
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--serve":
+        python_server(int(sys.argv[2]))
+    else:
+        sys.exit(main())
