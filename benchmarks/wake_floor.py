@@ -1,19 +1,21 @@
 """The least a wake-up costs a Python server on uvloop, next to a C server (a script, not a
 test).
 
-Two echo servers, each on one core, answer the same client on the other core: one
-written in C (`epoll_wait`, `read`, `write`; built here with the system's C compiler), one
-in Python on uvloop (`add_reader`, `os.readv`, `os.write`, as mqttq's plain TCP path
-reads and writes). The client sends one 70-byte message every millisecond, round robin
-over 100 connections, and waits for each echo: at 1,000 msg/s every message meets an idle
-server, as in `compare.py`'s `p2p-qos1-1k`. Per server and run this prints its CPU per
-wake-up (`brokers.on_cpu_seconds`: on-CPU time from schedstat, not sampled ticks) and the
-client's round-trip p50 and p99.
+Echo servers, each on one core, answer the same client on the other core: one written
+in C (`epoll_wait`, `read`, `write`; built here with the system's C compiler), one in
+Python on uvloop (`add_reader`, `os.readv`, `os.write`, as mqttq's plain TCP path reads
+and writes), and with `--servers` the same Python echo on the standard library's asyncio
+loop or on a `select.epoll` loop of its own. The client sends one 70-byte message every
+millisecond, round robin over 100 connections, and waits for each echo: at 1,000 msg/s
+every message meets an idle server, as in `compare.py`'s `p2p-qos1-1k`. Per server and run
+this prints its CPU per wake-up (`brokers.on_cpu_seconds`: on-CPU time from schedstat, not
+sampled ticks) and the client's round-trip p50 and p99.
 
-Neither server does any MQTT: the difference between them is what the interpreter and the
-loop add to each wake-up, the floor under any per-message work in Python.
+No server does any MQTT: the difference between C and Python is what the interpreter and
+its loop add to each wake-up, the floor under any per-message work in Python.
 
-    python benchmarks/wake_floor.py --runs 3
+    python benchmarks/wake_floor.py --runs 6
+    python benchmarks/wake_floor.py --runs 3 --servers c,uvloop,epoll,asyncio
 
 docs/benchmarks.md (issue 14, section 13) quotes its output.
 """
@@ -23,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import select
 import shutil
 import socket
 import statistics
@@ -30,6 +33,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import uvloop
@@ -87,19 +92,38 @@ int main(int argc, char **argv) {
 """
 
 
-def python_server(ready: int) -> None:
-    """The uvloop echo server (runs in the child process)."""
+def _listen(ready: int) -> socket.socket:
+    """A non-blocking listener on a free port, its port written to the `ready` pipe."""
+    listener = socket.socket()
+    listener.bind((HOST, 0))
+    listener.listen(256)
+    listener.setblocking(False)
+    os.write(ready, str(listener.getsockname()[1]).encode())
+    os.close(ready)
+    return listener
+
+
+def _accepted(listener: socket.socket) -> list[socket.socket]:
+    """The connections waiting on `listener`, non-blocking, Nagle off."""
+    connections: list[socket.socket] = []
+    while True:
+        try:
+            connection, _peer = listener.accept()
+        except BlockingIOError:
+            return connections
+        connection.setblocking(False)
+        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        connections.append(connection)
+
+
+def loop_server(ready: int, use_uvloop: bool) -> None:
+    """The echo on an asyncio loop (uvloop's or the standard library's) via `add_reader`."""
+    buffer = bytearray(65536)
+    connections: list[socket.socket] = []
 
     async def serve() -> None:
         loop = asyncio.get_running_loop()
-        listener = socket.socket()
-        listener.bind((HOST, 0))
-        listener.listen(256)
-        listener.setblocking(False)
-        os.write(ready, str(listener.getsockname()[1]).encode())
-        os.close(ready)
-        buffer = bytearray(65536)
-        connections: list[socket.socket] = []
+        listener = _listen(ready)
 
         def echo(fd: int) -> None:
             got = os.readv(fd, [buffer])
@@ -109,20 +133,47 @@ def python_server(ready: int) -> None:
             os.write(fd, bytes(buffer[:got]))
 
         def accept() -> None:
-            while True:
-                try:
-                    connection, _peer = listener.accept()
-                except BlockingIOError:
-                    return
-                connection.setblocking(False)
-                connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for connection in _accepted(listener):
                 connections.append(connection)
                 loop.add_reader(connection.fileno(), echo, connection.fileno())
 
         loop.add_reader(listener.fileno(), accept)
         await asyncio.Event().wait()
 
-    uvloop.run(serve())
+    if use_uvloop:
+        uvloop.run(serve())
+    else:
+        asyncio.run(serve())
+
+
+def epoll_server(ready: int) -> None:
+    """The echo on a `select.epoll` loop of its own: Python with no event loop library."""
+    listener = _listen(ready)
+    poller = select.epoll()
+    poller.register(listener.fileno(), select.EPOLLIN)
+    buffer = bytearray(65536)
+    connections: dict[int, socket.socket] = {}
+    while True:
+        for fd, _events in poller.poll():
+            if fd == listener.fileno():
+                for connection in _accepted(listener):
+                    connections[connection.fileno()] = connection
+                    poller.register(connection.fileno(), select.EPOLLIN)
+                continue
+            got = os.readv(fd, [buffer])
+            if got == 0:
+                poller.unregister(fd)
+                connections.pop(fd).close()
+                continue
+            os.write(fd, bytes(buffer[:got]))
+
+
+PYTHON_SERVERS: dict[str, Callable[[int], None]] = {
+    "uvloop": partial(loop_server, use_uvloop=True),
+    "asyncio": partial(loop_server, use_uvloop=False),
+    "epoll": epoll_server,
+}
+"""The Python servers by name (each runs in a child process: `wake_floor.py --serve NAME`)."""
 
 
 def one_run(argv: list[str], seconds: float) -> dict[str, float]:
@@ -173,7 +224,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="runs of each server, alternating")
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each run")
+    parser.add_argument(
+        "--servers",
+        default="c,uvloop",
+        help=f"comma-separated, run in this order: c, {', '.join(PYTHON_SERVERS)}",
+    )
     args = parser.parse_args(argv)
+    names = [name.strip() for name in args.servers.split(",") if name.strip()]
+    unknown = [name for name in names if name != "c" and name not in PYTHON_SERVERS]
+    if unknown or not names:
+        print(f"wake_floor: unknown server {', '.join(unknown) or '(none)'}", file=sys.stderr)
+        return 2
     compiler = shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
         print("wake_floor: no C compiler (cc or gcc) on PATH", file=sys.stderr)
@@ -186,8 +247,11 @@ def main(argv: list[str] | None = None) -> int:
         source.write_text(C_SERVER)
         subprocess.run([compiler, "-O2", "-o", str(binary), str(source)], check=True)
         servers = {
-            "c": pinned(server_core, [str(binary)]),
-            "python": pinned(server_core, [sys.executable, __file__, "--serve"]),
+            name: pinned(
+                server_core,
+                [str(binary)] if name == "c" else [sys.executable, __file__, "--serve", name],
+            )
+            for name in names
         }
         results: dict[str, list[dict[str, float]]] = {name: [] for name in servers}
         for index in range(args.runs):
@@ -195,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
                 result = one_run(command, args.seconds)
                 results[name].append(result)
                 print(
-                    f"run {index + 1} {name:6}: {result['cpu_us_per_wakeup']:5.1f} us CPU per "
+                    f"run {index + 1} {name:7}: {result['cpu_us_per_wakeup']:5.1f} us CPU per "
                     f"wake-up; round trip p50 {result['rtt_p50_us']} us, "
                     f"p99 {result['rtt_p99_us']} us",
                     flush=True,
@@ -208,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--serve":
-        python_server(int(sys.argv[2]))
+    if len(sys.argv) == 4 and sys.argv[1] == "--serve":
+        PYTHON_SERVERS[sys.argv[2]](int(sys.argv[3]))
     else:
         sys.exit(main())
