@@ -8,9 +8,13 @@ kernel. Two loads:
 - `p2p`: 100 publisher/subscriber pairs, QoS 1, 62-byte payloads, 10 PUBLISHes per read;
   the subscribers answer with PUBACKs. One message = PUBLISH in, PUBLISH out, two acks.
 - `fanout`: 1 publisher, 50 QoS 0 subscribers on the same topic.
+- `p2p-idle`: the `p2p` stack, one PUBLISH per read and its subscriber's PUBACK, then 1 ms
+  of sleep, as at 1,000 msg/s every message meets an idle process: the median of the
+  thread's CPU per message (the work after a wake-up, without the loop and the kernel).
 
     python benchmarks/broker_inproc.py p2p --messages 40000     # CPU us per message
     python benchmarks/broker_inproc.py fanout --messages 4000
+    taskset -c 0 python benchmarks/broker_inproc.py p2p-idle --messages 4000
 
 On a shared machine CPU time is noisy; the instruction count is not. With valgrind:
 
@@ -53,6 +57,8 @@ from mqttq.storage.memory import MemoryStorage
 PAYLOAD = b"x" * 62
 BURST = 10
 """PUBLISHes (and PUBACKs) per data_received call."""
+IDLE_GAP = 0.001
+"""Seconds of sleep before each message of `p2p-idle` (1,000 msg/s)."""
 
 
 class FakeTransport:
@@ -105,7 +111,7 @@ async def run(mode: str, messages: int, trials: int) -> list[float]:
     hub = Hub(settings.mqtt, storage, node_limits(settings.mqtt_limit))
     authenticator = Authenticator(EmptyAuthStore(), anonymous="always")
     life = Lifecycle(hub, asyncio.get_running_loop(), authenticator)
-    p2p = mode == "p2p"
+    p2p = mode in ("p2p", "p2p-idle")
     subscriber_count = 100 if p2p else 50
     publisher_count = 100 if p2p else 1
     subscribers = []
@@ -128,6 +134,8 @@ async def run(mode: str, messages: int, trials: int) -> list[float]:
         bursts.append([b"".join(packets[k : k + BURST]) for k in range(0, 100, BURST)])
     acks = [encode_packet(PubackPacket(pid), 5) for pid in range(1, 65536)]
     next_id = [0] * subscriber_count
+    if mode == "p2p-idle":
+        return [await _idle_trial(publishers, subscribers, acks, messages) for _ in range(trials)]
     rounds = max(1, messages // (publisher_count * BURST))
     results = []
     for _ in range(trials):
@@ -149,9 +157,35 @@ async def run(mode: str, messages: int, trials: int) -> list[float]:
     return results
 
 
+async def _idle_trial(
+    publishers: list[Client], subscribers: list[Client], acks: list[bytes], messages: int
+) -> float:
+    """Median thread CPU (us) of one p2p QoS 1 message handled after IDLE_GAP of sleep."""
+    packets = [
+        [
+            encode_packet(PublishPacket(f"t/{index}", PAYLOAD, 1, False, False, pid), 5)
+            for pid in range(1, 101)
+        ]
+        for index in range(len(publishers))
+    ]
+    acked = [0] * len(subscribers)  # the subscribers' sessions number from 1 again
+    costs = []
+    for count in range(messages):
+        index = count % len(publishers)
+        started = time.thread_time_ns()
+        publishers[index].data_received(packets[index][(count // len(publishers)) % 100])
+        await asyncio.sleep(0)  # the flushes run
+        subscribers[index].data_received(acks[acked[index] % 65535])
+        acked[index] += 1
+        await asyncio.sleep(0)
+        costs.append(time.thread_time_ns() - started)
+        time.sleep(IDLE_GAP)
+    return statistics.median(costs) / 1e3
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("p2p", "fanout"))
+    parser.add_argument("mode", choices=("p2p", "fanout", "p2p-idle"))
     parser.add_argument("--messages", type=int, default=40_000, help="inbound messages per trial")
     parser.add_argument("--trials", type=int, default=5)
     args = parser.parse_args()
