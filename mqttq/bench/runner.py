@@ -49,8 +49,19 @@ _POLL = 0.005
 _PROGRESS_EVERY = 0.1
 _BATCH = 64
 """Full-speed publishers write this many messages per flush before yielding."""
+TIMER_TICK = 0.001
+"""uvloop's clock and timers count whole milliseconds."""
 
 T = TypeVar("T")
+
+
+def delay_until(due: float, now: float) -> float:
+    """Seconds to sleep before a send due at `due`: 0 when it is less than half a timer
+    tick away. On uvloop a shorter sleep wakes on the same millisecond, sees the same
+    `loop.time()` and sleeps again: the publisher would spin until the clock ticks (at
+    100 publishers a millisecond apart, the tool's core was busy all the time)."""
+    delay = due - now
+    return delay if delay >= TIMER_TICK / 2 else 0.0
 
 
 class Link:
@@ -273,11 +284,12 @@ class Worker:
                 ):
                     break
                 if interval:
-                    if now < next_send:
+                    delay = delay_until(next_send, now)
+                    if delay:
                         if end is not None and next_send >= end:
                             break  # the next slot is past the end: do not sleep into it
                         client.flush()
-                        await asyncio.sleep(next_send - now)
+                        await asyncio.sleep(delay)
                         continue
                     # Far behind schedule (a stall): catch up at most a second's worth.
                     next_send = max(next_send + interval, now - 1.0)
