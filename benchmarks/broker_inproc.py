@@ -30,8 +30,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
+import sys
 import time
-from typing import Any, cast
+from pathlib import Path
+from typing import cast
 
 import uvloop
 
@@ -54,6 +56,9 @@ from mqttq.codec.properties import Properties
 from mqttq.config import Settings
 from mqttq.storage.memory import MemoryStorage
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.memory_transport import MemoryTransport
+
 PAYLOAD = b"x" * 62
 BURST = 10
 """PUBLISHes (and PUBACKs) per data_received call."""
@@ -61,37 +66,9 @@ IDLE_GAP = 0.001
 """Seconds of sleep before each message of `p2p-idle` (1,000 msg/s)."""
 
 
-class FakeTransport:
-    """Takes what the broker writes and forgets it."""
-
-    def __init__(self) -> None:
-        self.written = 0
-
-    def write(self, data: bytes) -> None:
-        self.written += len(data)
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return default
-
-    def set_write_buffer_limits(self, high: int, low: int) -> None:
-        pass
-
-    def is_closing(self) -> bool:
-        return False
-
-    def close(self) -> None:
-        pass
-
-    def pause_reading(self) -> None:
-        pass
-
-    def resume_reading(self) -> None:
-        pass
-
-
 async def _connect(life: Lifecycle, client_id: str, receive_maximum: int) -> Client:
     client = Client(life)
-    client.connection_made(cast(asyncio.Transport, FakeTransport()))
+    client.connection_made(cast(asyncio.Transport, MemoryTransport(keep=False)))
     props = Properties(receive_maximum=receive_maximum)
     client.data_received(
         encode_packet(ConnectPacket(client_id, ProtocolLevel.MQTT_5, True, 60, properties=props), 5)

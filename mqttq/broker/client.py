@@ -1,8 +1,9 @@
 """Client: the asyncio.Protocol shell around one MqttConnection.
 
 Bytes in -> `MqttConnection` -> packets -> the hub and the session lifecycle; everything
-sent is encoded into the connection's one buffer and written once per event-loop
-iteration (or at once past 64 KiB). Write pressure pauses deliveries to this client
+sent is encoded into the connection's one buffer and written once the bytes received
+that made it are handled (from other callbacks: at the end of the event-loop iteration), or
+at once past 64 KiB. Write pressure pauses deliveries to this client
 (`writable`); a publisher's acks and deliveries run through `steps` in arrival order.
 """
 
@@ -170,8 +171,28 @@ class Client(asyncio.Protocol):
         if self._draining:
             return  # the connection is closing: what the client still sends is dropped
         self.conn.receive_data(data, self._loop.time())
-        if not self._blocked:
+        if self._blocked:
+            return
+        life = self.life
+        if life.writes is not None:  # called from inside another client's handling
             self._process()
+            return
+        # What the packets of this read make other connections send (a forwarded PUBLISH,
+        # this client's acks) is written when they are handled, not on the next loop
+        # iteration: the message's way out waits for no other callback.
+        writes: list[Client] = []
+        life.writes = writes
+        try:
+            self._process()
+        finally:
+            life.writes = None
+            for client in writes:
+                try:
+                    client._flush()
+                except Exception as error:  # as from a loop callback: reported; others written
+                    self._loop.call_exception_handler(
+                        {"message": "writing to a client failed", "exception": error}
+                    )
 
     def eof_received(self) -> bool | None:
         return None  # close the transport (also ends the drain of a graceful close)
@@ -244,7 +265,11 @@ class Client(asyncio.Protocol):
             self._flush()
         elif pending and not self._flush_pending:
             self._flush_pending = True
-            self._loop.call_soon(self._flush)
+            writes = self.life.writes
+            if writes is not None:
+                writes.append(self)
+            else:
+                self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_pending = False

@@ -80,6 +80,9 @@ class Lifecycle:
         established connection costs no entry here."""
         self._locks: dict[str, asyncio.Lock] = {}
         self._lock_users: dict[str, int] = {}
+        self.writes: list[Client] | None = None
+        """While a client's received bytes are handled: the connections that buffered
+        something to send, written when that handling ends (`Client.data_received`)."""
 
     # ------------------------------------------------------------------ connections
 
