@@ -1,10 +1,10 @@
 """Client: the asyncio.Protocol shell around one MqttConnection.
 
 Bytes in -> `MqttConnection` -> packets -> the hub and the session lifecycle; everything
-sent is encoded into the connection's one buffer and written once the bytes received
-that made it are handled (from other callbacks: at the end of the event-loop iteration), or
-at once past 64 KiB. Write pressure pauses deliveries to this client
-(`writable`); a publisher's acks and deliveries run through `steps` in arrival order.
+sent is encoded into the connection's one buffer. It is written when the read that caused
+it has been handled (what other callbacks send: at the end of the event-loop iteration),
+or at once past 64 KiB. Write pressure pauses deliveries to this client (`writable`); a
+publisher's acks and deliveries run through `steps` in arrival order.
 """
 
 from __future__ import annotations
