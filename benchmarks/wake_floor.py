@@ -11,11 +11,16 @@ every message meets an idle server, as in `compare.py`'s `p2p-qos1-1k`. Per serv
 this prints its CPU per wake-up (`brokers.on_cpu_seconds`: on-CPU time from schedstat, not
 sampled ticks) and the client's round-trip p50 and p99.
 
+`c+N` in `--servers` is the C echo spinning N µs between its read and its write: a server
+as fast as C in everything but N µs of work per message. Its p99 next to plain `c` shows
+what N µs of service time alone does to the p99 ratio on this machine.
+
 No server does any MQTT: the difference between C and Python is what the interpreter and
 its loop add to each wake-up, the floor under any per-message work in Python.
 
     python benchmarks/wake_floor.py --runs 6
     python benchmarks/wake_floor.py --runs 3 --servers c,uvloop,epoll,asyncio
+    python benchmarks/wake_floor.py --runs 6 --servers c,c+10,c+20
 
 docs/benchmarks.md (issue 14, section 13) quotes its output.
 """
@@ -52,10 +57,18 @@ C_SERVER = r"""
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
+static long now_ns(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return now.tv_sec * 1000000000L + now.tv_nsec;
+}
+
 int main(int argc, char **argv) {
-    int ready = atoi(argv[1]), one = 1;
+    long work_ns = atol(argv[1]) * 1000;
+    int ready = atoi(argv[2]), one = 1;
     int listener = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in addr = {0};
     socklen_t len = sizeof addr;
@@ -84,6 +97,8 @@ int main(int argc, char **argv) {
             if (got <= 0) {
                 close(fd);
                 continue;
+            }
+            for (long until = now_ns() + work_ns; work_ns && now_ns() < until;) {
             }
             if (write(fd, buffer, got) != got) return 1;
         }
@@ -176,6 +191,14 @@ PYTHON_SERVERS: dict[str, Callable[[int], None]] = {
 """The Python servers by name (each runs in a child process: `wake_floor.py --serve NAME`)."""
 
 
+def c_work_us(name: str) -> int | None:
+    """The µs of work per message of a C server name (`c`: 0, `c+N`: N); None for others."""
+    if name == "c":
+        return 0
+    prefix, _, work = name.partition("+")
+    return int(work) if prefix == "c" and work.isdigit() else None
+
+
 def one_run(argv: list[str], seconds: float) -> dict[str, float]:
     """Start one server (its port comes back on a pipe), drive it, stop it."""
     ready_read, ready_write = os.pipe()
@@ -227,11 +250,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--servers",
         default="c,uvloop",
-        help=f"comma-separated, run in this order: c, {', '.join(PYTHON_SERVERS)}",
+        help=f"comma-separated, run in this order: c, c+N (N µs of work per message), "
+        f"{', '.join(PYTHON_SERVERS)}",
     )
     args = parser.parse_args(argv)
     names = [name.strip() for name in args.servers.split(",") if name.strip()]
-    unknown = [name for name in names if name != "c" and name not in PYTHON_SERVERS]
+    unknown = [name for name in names if c_work_us(name) is None and name not in PYTHON_SERVERS]
     if unknown or not names:
         print(f"wake_floor: unknown server {', '.join(unknown) or '(none)'}", file=sys.stderr)
         return 2
@@ -249,7 +273,9 @@ def main(argv: list[str] | None = None) -> int:
         servers = {
             name: pinned(
                 server_core,
-                [str(binary)] if name == "c" else [sys.executable, __file__, "--serve", name],
+                [sys.executable, __file__, "--serve", name]
+                if name in PYTHON_SERVERS
+                else [str(binary), str(c_work_us(name))],
             )
             for name in names
         }
