@@ -174,9 +174,6 @@ class Client(asyncio.Protocol):
         if self._blocked:
             return
         life = self.life
-        if life.writes is not None:  # called from inside another client's handling
-            self._process()
-            return
         # What the packets of this read make other connections send (a forwarded PUBLISH,
         # this client's acks) is written when they are handled, not on the next loop
         # iteration: the message's way out waits for no other callback.
