@@ -8,15 +8,14 @@ from typing import Any
 
 
 class MemoryTransport:
-    """Counts what the broker writes and, with `keep`, keeps each write in order."""
+    """Keeps each write the broker makes, in order; with `keep=False` drops them (a long
+    benchmark would otherwise hold every byte)."""
 
     def __init__(self, keep: bool = True) -> None:
-        self.written = 0
         self.writes: list[bytes] = []
         self._keep = keep
 
     def write(self, data: bytes) -> None:
-        self.written += len(data)
         if self._keep:
             self.writes.append(bytes(data))
 
