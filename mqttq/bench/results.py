@@ -222,6 +222,9 @@ def merge(
             "received_per_s": rate(e2e.count, seconds([w.last_received_ns for w in workers])),
         },
         "latency_ms": {"e2e": e2e.summary_ms(), "puback": puback.summary_ms()},
+        # The same latencies in microseconds, bucket by bucket: runs merge by adding them
+        # (`LatencyHistogram.from_json`), as benchmarks/compare.py --interleave does.
+        "histograms_us": {"e2e": e2e.to_json(), "puback": puback.to_json()},
         "tool": {"workers": cpu_rows, "saturated": any(r["saturated"] for r in cpu_rows)},
         "disconnects": disconnects,
         "warnings": warnings,

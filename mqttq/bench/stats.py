@@ -2,7 +2,8 @@
 
 `LatencyHistogram` is HDR-like: log-linear buckets with 128 sub-buckets per power of two,
 so any recorded value is reported within 1/128 (< 0.8 %) of itself, in a fixed 4,352-slot
-table whatever the number of samples. Histograms from several processes merge by adding.
+table whatever the number of samples. Histograms from several processes merge by adding, and
+from several runs too: `to_json` gives the non-empty buckets and `from_json` reads them back.
 
 `SequenceTracker` counts, for one (subscriber, publisher) pair, the unique, duplicated and
 out-of-order sequence numbers received. It keeps the highest sequence seen and the sorted
@@ -14,7 +15,8 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 _SUB_BITS = 7
 _SUB = 1 << _SUB_BITS
@@ -106,6 +108,31 @@ class LatencyHistogram:
                 if seen >= rank:
                     return max(self.min, min(self.max, _bucket_bounds(index)[1]))
         return self.max
+
+    def to_json(self) -> dict[str, Any]:
+        """The histogram as plain data: the exact count, total, min, max and negative, and
+        `buckets` as [lowest value of the bucket, samples] for every non-empty bucket."""
+        buckets = [[_bucket_bounds(i)[0], n] for i, n in enumerate(self._counts) if n]
+        return {"count": self.count, "total": self.total, "min": self.min, "max": self.max,
+                "negative": self.negative, "buckets": buckets}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LatencyHistogram:
+        """The histogram `to_json` described; ValueError when the data does not add up."""
+        histogram = cls()
+        counts = histogram._counts
+        for value, n in data["buckets"]:
+            if not 0 <= value <= MAX_VALUE or n <= 0:
+                raise ValueError(f"bad histogram bucket {[value, n]!r}")
+            counts[_index(value)] += n
+        histogram.count = data["count"]
+        if sum(counts) != histogram.count:
+            raise ValueError(
+                f"histogram buckets hold {sum(counts)} samples, count says {histogram.count}"
+            )
+        histogram.total, histogram.negative = data["total"], data["negative"]
+        histogram.min, histogram.max = data["min"], data["max"]
+        return histogram
 
     @property
     def mean(self) -> float:

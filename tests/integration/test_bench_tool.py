@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 
 from mqttq.bench import BenchError, BenchOptions, run_plan
 from mqttq.bench import scenarios as sc
+from mqttq.bench.stats import LatencyHistogram
 from mqttq.cli.bench import bench_app
 
 MOSQUITTO = Path("/usr/sbin/mosquitto")
@@ -151,6 +152,9 @@ def _assert_complete(result: dict[str, Any], *, qos: int) -> None:
     e2e = result["latency_ms"]["e2e"]
     assert e2e["count"] == m["received"]
     assert e2e["min"] <= e2e["p50"] <= e2e["p95"] <= e2e["p99"] <= e2e["max"]
+    # The histogram in the JSON holds the same samples as the summary above.
+    histogram = LatencyHistogram.from_json(result["histograms_us"]["e2e"])
+    assert histogram.summary_ms() == e2e
     assert result["errors"] == []
     for row in result["tool"]["workers"]:
         assert row["cpu_s"] >= 0

@@ -3,6 +3,7 @@ latency percentiles, payload layout and the merge of worker results (no I/O)."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -176,6 +177,41 @@ def test_merge_equals_recording_everything_in_one() -> None:
         both.record(v)
     a.merge(b)
     assert a.summary_ms() == both.summary_ms()
+
+
+@given(
+    st.lists(st.integers(min_value=-5, max_value=MAX_VALUE + 5), max_size=200),
+    st.lists(st.integers(min_value=0, max_value=10**7), max_size=200),
+)
+def test_histograms_round_trip_through_json_and_merge_as_recorded(
+    first: list[int], second: list[int]
+) -> None:
+    a, b, both = LatencyHistogram(), LatencyHistogram(), LatencyHistogram()
+    for h, values in ((a, first), (b, second)):
+        for v in values:
+            h.record(v)
+            both.record(v)
+    data = json.loads(json.dumps(a.to_json()))
+    copy = LatencyHistogram.from_json(data)
+    assert copy.to_json() == a.to_json()
+    assert copy.summary_ms() == a.summary_ms()
+    copy.merge(LatencyHistogram.from_json(b.to_json()))
+    assert copy.to_json() == both.to_json()
+    assert [copy.percentile(p) for p in (50, 99, 99.9, 100)] == [
+        both.percentile(p) for p in (50, 99, 99.9, 100)
+    ]
+
+
+def test_histogram_json_that_does_not_add_up_is_refused() -> None:
+    h = LatencyHistogram()
+    for v in (10, 300, 300, 70_000):
+        h.record(v)
+    data = h.to_json()
+    assert data["buckets"] == [[10, 1], [300, 2], [69632, 1]]
+    with pytest.raises(ValueError, match="hold 4 samples, count says 5"):
+        LatencyHistogram.from_json({**data, "count": 5})
+    with pytest.raises(ValueError, match="bad histogram bucket"):
+        LatencyHistogram.from_json({**data, "buckets": [[10, 0]], "count": 0})
 
 
 def test_negative_values_count_as_zero_and_are_flagged() -> None:
