@@ -11,6 +11,16 @@ the `compare.py` markers of docs/benchmarks.md.
     python benchmarks/compare.py --quick               # smoke check, about 1.5 minutes
     python benchmarks/compare.py --only p2p-qos1 --duration 30 --json
     python benchmarks/compare.py --redis-url redis://127.0.0.1:6379/0   # adds mqttq-redis
+    python benchmarks/compare.py --only p2p-qos1-1k --control   # adds mosquitto-again
+    python benchmarks/compare.py --only p2p-qos1-1k --control --interleave 5
+
+`--control` runs Mosquitto a second time after mqttq in every scenario and reports it as
+one more variant against the first Mosquitto run: the host's own spread between two runs of
+the same broker (an A/A test). A control ratio beyond a target's limit means that run's
+noise alone is larger than the target's margin. `--interleave K` starts the run's brokers
+together and measures each timed scenario in K segments per broker, taking turns, so that
+the brokers sample the same stretch of the host's noise (`segments.py` merges a broker's
+segments into one record).
 
 Everything listens on 127.0.0.1 only; every process started here is stopped (its whole
 process group) before the script exits, also on Ctrl-C or SIGTERM.
@@ -32,6 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import segments
 from brokers import (
     HOST,
     INFLIGHT,
@@ -61,6 +72,8 @@ from compare_report import (
 )
 
 PAYLOAD = 62
+CONTROL = "mosquitto-again"
+"""The broker name of `--control`'s second Mosquitto run."""
 BUSY_LOAD = 0.5
 """A 1-minute load average above this at start marks the run preliminary."""
 
@@ -179,6 +192,20 @@ def run_bench(argv: list[str], timeout: float) -> dict[str, Any]:
     return result
 
 
+def start_broker(
+    name: str, workdir: Path, core: str | None, timing: Timing, redis_toml: str | None
+) -> BrokerProcess:
+    """A fresh broker of kind `name` (mosquitto, its control, mqttq or mqttq-redis)."""
+    if name in ("mosquitto", CONTROL):
+        return start_mosquitto(workdir, core=core, inflight=timing.inflight)
+    return start_mqttq(
+        workdir,
+        core=core,
+        name=name,
+        config_toml=redis_toml if name == "mqttq-redis" else None,
+    )
+
+
 def run_one(
     scenario: Scenario, broker_name: str, timing: Timing, workdir: Path, redis_toml: str | None
 ) -> dict[str, Any]:
@@ -187,15 +214,7 @@ def run_one(
     record: dict[str, Any] = {"scenario": scenario.name, "broker": broker_name, "error": None}
     broker: BrokerProcess | None = None
     try:
-        if broker_name == "mosquitto":
-            broker = start_mosquitto(workdir, core=broker_core, inflight=timing.inflight)
-        else:
-            broker = start_mqttq(
-                workdir,
-                core=broker_core,
-                name=broker_name,
-                config_toml=redis_toml if broker_name == "mqttq-redis" else None,
-            )
+        broker = start_broker(broker_name, workdir, broker_core, timing, redis_toml)
         argv = pinned(tool_core, bench_argv(scenario, timing, broker.port))
         budget = timing.warmup + timing.duration + 2 * timing.drain_timeout + 120
         cpu_before, on_cpu_before = broker.cpu_seconds(), broker.on_cpu_seconds()
@@ -213,6 +232,63 @@ def run_one(
         if broker is not None:
             stop_broker(broker)
     return record
+
+
+def run_interleaved(
+    scenario: Scenario,
+    names: list[str],
+    timing: Timing,
+    workdir: Path,
+    redis_toml: str | None,
+    *,
+    rounds: int,
+) -> list[dict[str, Any]]:
+    """Every broker of `names` started at once (all idle but the one driven), then measured
+    in `rounds` segments of duration / rounds each, taking turns (the order rotates every
+    round); one record per broker, its segments merged (`segments.merge`)."""
+    broker_core, tool_core = cores()
+    segment = dataclasses.replace(timing, duration=timing.duration / rounds)
+    budget = segment.warmup + segment.duration + 2 * segment.drain_timeout + 120
+    records: dict[str, dict[str, Any]] = {
+        name: {"scenario": scenario.name, "broker": name, "error": None, "broker_cpu_s": 0.0,
+               "broker_on_cpu_s": 0.0}
+        for name in names
+    }  # fmt: skip
+    results: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    brokers: dict[str, BrokerProcess] = {}
+    try:
+        for name in names:
+            try:
+                brokers[name] = start_broker(name, workdir / name, broker_core, timing, redis_toml)
+            except RunFailed as exc:
+                records[name]["error"] = str(exc)
+        for k in range(rounds):
+            for name in names[k % len(names) :] + names[: k % len(names)]:
+                broker, record = brokers.get(name), records[name]
+                if broker is None or record["error"]:
+                    continue
+                argv = pinned(tool_core, bench_argv(scenario, segment, broker.port))
+                cpu_before, on_cpu_before = broker.cpu_seconds(), broker.on_cpu_seconds()
+                try:
+                    results[name].append(run_bench(argv, budget))
+                    if not broker.alive:
+                        raise RunFailed(f"{name} exited during the run: {broker.log_tail()}")
+                except RunFailed as exc:
+                    record["error"] = str(exc)
+                    continue
+                record["broker_cpu_s"] += broker.cpu_seconds() - cpu_before
+                record["broker_on_cpu_s"] += broker.on_cpu_seconds() - on_cpu_before
+        for name, broker in brokers.items():
+            record = records[name]
+            record["broker_cpu_s"] = round(record["broker_cpu_s"], 3)
+            record["broker_on_cpu_s"] = round(record["broker_on_cpu_s"], 4)
+            if not record["error"]:
+                record["bench"] = segments.merge(results[name])
+                record["broker_max_rss_mib"] = round(broker.status_bytes("VmHWM") / 2**20, 1)
+    finally:
+        for broker in brokers.values():
+            stop_broker(broker)
+    return list(records.values())
 
 
 # --- main -----------------------------------------------------------------------------------
@@ -235,6 +311,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="publisher window, both brokers (mosquitto max_inflight_messages)",
     )
     parser.add_argument("--redis-url", help='also run mqttq with [storage] device = "redis"')
+    parser.add_argument(
+        "--control",
+        action="store_true",
+        help=f"run mosquitto again after mqttq and report it as variant {CONTROL} (A/A)",
+    )
+    parser.add_argument(
+        "--interleave",
+        type=int,
+        default=1,
+        metavar="K",
+        help="start the run's brokers together and measure each in K segments of "
+        "duration / K, taking turns (timed scenarios)",
+    )
     parser.add_argument(
         "--output", default=str(DOCS), help="Markdown file to update ('' = do not write)"
     )
@@ -262,11 +351,38 @@ def main(argv: list[str] | None = None) -> int:
     elif args.redis_url:
         notes.append('--redis-url skipped: this mqttq has no [storage] device = "redis" yet')
         _log(notes[-1])
+    if args.interleave < 1:
+        _log(f"--interleave must be at least 1, got {args.interleave}")
+        return 2
+    if args.interleave > 1:
+        notes.append(
+            f"--interleave {args.interleave}: in the timed scenarios all brokers ran at once "
+            f"(each idle unless driven) and each was measured in {args.interleave} segments "
+            f"of {timing.duration / args.interleave:g} s, taking turns in a rotating order; "
+            "each row merges its broker's segments (latency histograms added up)"
+        )
+        _log(notes[-1])
+    if args.control:
+        brokers.append(CONTROL)
+        notes.append(
+            f"{CONTROL} is Mosquitto run again after mqttq (--control): its rows are the "
+            "spread between two runs of one broker on this host, not a target"
+        )
     scenarios = [s for s in SCENARIOS if not args.only or s.name in args.only]
     records: list[dict[str, Any]] = []
     try:
         with tempfile.TemporaryDirectory(prefix="mqttq-compare-") as tmp:
             for scenario in scenarios:
+                if args.interleave > 1 and scenario.timed:
+                    _log(f"{scenario.name} / {', '.join(brokers)}: {args.interleave} rounds ...")
+                    workdir = Path(tmp) / scenario.name
+                    batch = run_interleaved(
+                        scenario, brokers, timing, workdir, redis_toml, rounds=args.interleave
+                    )
+                    for record in batch:
+                        _log(f"  {record['broker']}: " + (record["error"] or summary(record)))
+                    records.extend(batch)
+                    continue
                 for name in brokers:
                     _log(f"{scenario.name} / {name} ...")
                     workdir = Path(tmp) / f"{scenario.name}-{name}"
