@@ -328,7 +328,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--output", default=str(DOCS), help="Markdown file to update ('' = do not write)"
     )
     parser.add_argument("--json", action="store_true", help="print the full report as JSON")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.interleave < 1:
+        parser.error(f"--interleave must be at least 1, got {args.interleave}")
+    return args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -351,9 +354,6 @@ def main(argv: list[str] | None = None) -> int:
     elif args.redis_url:
         notes.append('--redis-url skipped: this mqttq has no [storage] device = "redis" yet')
         _log(notes[-1])
-    if args.interleave < 1:
-        _log(f"--interleave must be at least 1, got {args.interleave}")
-        return 2
     if args.interleave > 1:
         notes.append(
             f"--interleave {args.interleave}: in the timed scenarios all brokers ran at once "
@@ -405,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         "runs": records,
         "targets": [t for v in brokers[1:] for t in evaluate_targets(records, v, SCENARIOS)],
         "notes": notes,
-        "commands": _commands(scenarios, timing, redis_toml is not None),
+        "commands": _commands(scenarios, timing, redis_toml is not None, args.interleave),
         "mosquitto_conf": mosquitto_config("PORT", "TMP", inflight=timing.inflight),
     }
     if args.output:
@@ -425,7 +425,9 @@ def _pinning() -> str:
     return f"brokers `taskset -c {broker_core}`, bench `taskset -c {tool_core}`"
 
 
-def _commands(scenarios: list[Scenario], timing: Timing, redis: bool) -> list[str]:
+def _commands(scenarios: list[Scenario], timing: Timing, redis: bool, interleave: int) -> list[str]:
+    """The command lines of the run; with `interleave`, a timed scenario's bench command is
+    that of one segment."""
     broker_core, tool_core = cores()
     serve = "python -m mqttq serve --port 0 --host 127.0.0.1 --data-dir TMP/data"
     serve += " --ready-file TMP/ready.json"
@@ -435,8 +437,10 @@ def _commands(scenarios: list[Scenario], timing: Timing, redis: bool) -> list[st
     ]
     if redis:
         lines.append(" ".join(pinned(broker_core, [serve + " --config TMP/mqttq.toml"])))
+    segment = dataclasses.replace(timing, duration=timing.duration / interleave)
     for s in scenarios:
-        lines.append(shlex.join(pinned(tool_core, ["python", *bench_argv(s, timing, "PORT")[1:]])))
+        argv = bench_argv(s, segment if s.timed else timing, "PORT")
+        lines.append(shlex.join(pinned(tool_core, ["python", *argv[1:]])))
     return lines
 
 
