@@ -41,8 +41,8 @@ import redis
 from mqttq.bench import BenchOptions, run_plan
 from mqttq.bench.scenarios import p2p
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # the repo root, for `benchmarks` and `tests`
 from tests.services import RedisServer  # noqa: E402 (the tests' Redis launcher, reused)
 
 # --- the orchestrator ------------------------------------------------------------------

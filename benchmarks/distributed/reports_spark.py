@@ -18,7 +18,7 @@ the wall time includes starting Python, the JVM and the Spark session):
 The time to start a bare session on the master is measured too, to tell start-up from work.
 Results are printed as a markdown table with the commands.
 
-    python benchmarks/reports_spark.py [--rows 1000000] [--clients 10000] [--skew 0.9]
+    python benchmarks/distributed/reports_spark.py [--rows 1000000] [--clients 10000] [--skew 0.9]
         [--master local[2]] [--master local-cluster[2,1,1024]]
         [--readme DIR]   # also keep the small demo outputs (tables, chart) under DIR
 """
@@ -37,8 +37,8 @@ from typing import Any
 import psycopg
 import redis
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # the repo root, for `benchmarks` and `tests`
 from mqttq.migrate import init_source  # noqa: E402
 from tests.postgres_fixtures import PostgresServer  # noqa: E402 (the tests' launchers)
 from tests.services import RedisServer  # noqa: E402

@@ -7,7 +7,7 @@ the other core, stops the broker and prints the bench's end-to-end latency next 
 collections made while clients were connected (start-up collections, made while the
 modules are imported, are counted apart).
 
-    python benchmarks/gc_pauses.py [--duration 15]
+    python benchmarks/investigations/gc_pauses.py [--duration 15]
 """
 
 from __future__ import annotations

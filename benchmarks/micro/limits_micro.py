@@ -4,7 +4,7 @@ Times, with `time.process_time`, the work the broker now does per PUBLISH (the t
 publish rate check, and the publish ACL match for a client that has an ACL) and per
 CONNECT (the password check: scrypt on a first connect, the verification cache after).
 
-    python benchmarks/limits_micro.py [--seconds 1.0]
+    python benchmarks/micro/limits_micro.py [--seconds 1.0]
 """
 
 from __future__ import annotations

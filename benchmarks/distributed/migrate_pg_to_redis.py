@@ -34,7 +34,7 @@ processes and the backends it forks for the migration) and this driver to `--loa
 The target is half the matched ceiling; the share of each run against both ceilings and
 their medians are printed as markdown tables, with the commands.
 
-    python benchmarks/migrate_pg_to_redis.py [--rows 1000000] [--clients 10000]
+    python benchmarks/distributed/migrate_pg_to_redis.py [--rows 1000000] [--clients 10000]
         [--payload 64] [--batch-size 10000] [--mqtt5-every 10] [--runs 3]
         [--redis-cpu 0] [--load-cpu 1]
 """
@@ -62,8 +62,8 @@ import redis
 from mqttq.migrate import init_source
 from mqttq.migrate.plan import Planner
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # the repo root, for `benchmarks` and `tests`
 from tests.postgres_fixtures import PostgresServer  # noqa: E402 (the tests' launchers)
 from tests.services import HOST, RedisServer  # noqa: E402
 

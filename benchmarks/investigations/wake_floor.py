@@ -8,7 +8,7 @@ and writes), and with `--servers` the same Python echo on the standard library's
 loop or on a `select.epoll` loop of its own. The client sends one 70-byte message every
 millisecond, round robin over 100 connections, and waits for each echo: at 1,000 msg/s
 every message meets an idle server, as in `compare.py`'s `p2p-qos1-1k`. Per server and run
-this prints its CPU per wake-up (`brokers.on_cpu_seconds`: on-CPU time from schedstat, not
+this prints its CPU per wake-up (`harness/brokers.on_cpu_seconds`: on-CPU time from schedstat, not
 sampled ticks) and the client's round-trip p50 and p99.
 
 `c+N` in `--servers` is the C echo spinning N µs between its read and its write: a server
@@ -18,9 +18,9 @@ what N µs of service time alone does to the p99 ratio on this machine.
 No server does any MQTT: the difference between C and Python is what the interpreter and
 its loop add to each wake-up, the floor under any per-message work in Python.
 
-    python benchmarks/wake_floor.py --runs 6
-    python benchmarks/wake_floor.py --runs 3 --servers c,uvloop,epoll,asyncio
-    python benchmarks/wake_floor.py --runs 6 --servers c,c+10,c+20
+    python benchmarks/investigations/wake_floor.py --runs 6
+    python benchmarks/investigations/wake_floor.py --runs 3 --servers c,uvloop,epoll,asyncio
+    python benchmarks/investigations/wake_floor.py --runs 6 --servers c,c+10,c+20
 
 docs/benchmarks.md (issue 14, section 13) quotes its output.
 """
@@ -43,7 +43,10 @@ from functools import partial
 from pathlib import Path
 
 import uvloop
-from brokers import HOST, cores, on_cpu_seconds, pinned
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `benchmarks`
+
+from benchmarks.harness.brokers import HOST, cores, on_cpu_seconds, pinned
 
 CONNECTIONS = 100
 RATE = 1000

@@ -6,7 +6,7 @@ SubscriptionTrie.match and Router.route on random topic names of two kinds: devi
 (fan-out, about 27 matching subscriptions each) and inbox topics (exactly one subscriber,
 the hot path).
 
-    python benchmarks/routing_micro.py [--subscriptions 100000] [--seconds 1.0] [--seed 1]
+    python benchmarks/micro/routing_micro.py [--subscriptions 100000] [--seconds 1.0] [--seed 1]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`mqttq migrate pg-to-redis --engine spark` next to `--engine local`, on one host.
 
 Not a test. A private PostgreSQL (the tests' launcher) gets `--rows` rows across
-`--clients` clients in TBMQ 1.x's tables (benchmarks/migrate_pg_to_redis.py's generator:
+`--clients` clients in TBMQ 1.x's tables (benchmarks/distributed/migrate_pg_to_redis.py's generator:
 COPY, every 10th row with the MQTT 5 columns). Then each engine runs `--runs` times, as
 its own process (`python -m mqttq.cli.migrate pg-to-redis --json`), into a fresh
 redis-server each time:
@@ -21,7 +21,7 @@ Nothing is pinned: Spark needs both cores; the machine may be shared, so the loa
 is printed. CPU per row is the figure to scale from on a shared machine: wall times move
 with the other load, CPU per row hardly does.
 
-    python benchmarks/migrate_spark.py [--rows 1000000] [--clients 10000] [--runs 1]
+    python benchmarks/distributed/migrate_spark.py [--rows 1000000] [--clients 10000] [--runs 1]
         [--engines local,local[2],local-cluster[2,1,1024]] [--partitions N]
 """
 
@@ -38,15 +38,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "benchmarks"))
-from migrate_pg_to_redis import (  # noqa: E402 (the local benchmark's generator and probes)
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # the repo root, for `benchmarks` and `tests`
+from benchmarks.distributed.migrate_pg_to_redis import (  # noqa: E402 (its generator, probes)
     generate,
     postmaster_pid,
     process_cpu,
 )
-
 from tests.postgres_fixtures import PostgresServer  # noqa: E402 (the tests' launchers)
 from tests.services import RedisServer  # noqa: E402
 

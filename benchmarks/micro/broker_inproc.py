@@ -12,14 +12,14 @@ kernel. Two loads:
   of sleep, as at 1,000 msg/s every message meets an idle process: the median of the
   thread's CPU per message (the work after a wake-up, without the loop and the kernel).
 
-    python benchmarks/broker_inproc.py p2p --messages 40000     # CPU us per message
-    python benchmarks/broker_inproc.py fanout --messages 4000
-    taskset -c 0 python benchmarks/broker_inproc.py p2p-idle --messages 4000
+    python benchmarks/micro/broker_inproc.py p2p --messages 40000     # CPU us per message
+    python benchmarks/micro/broker_inproc.py fanout --messages 4000
+    taskset -c 0 python benchmarks/micro/broker_inproc.py p2p-idle --messages 4000
 
 On a shared machine CPU time is noisy; the instruction count is not. With valgrind:
 
     valgrind --tool=callgrind --callgrind-out-file=/dev/null \\
-        python benchmarks/broker_inproc.py p2p --messages 2000 --trials 1
+        python benchmarks/micro/broker_inproc.py p2p --messages 2000 --trials 1
     # once with N and once with 2N messages: (Ir(2N) - Ir(N)) / N = instructions per message
 
 docs/benchmarks.md ("Hot path changes") quotes these numbers.
@@ -56,7 +56,7 @@ from mqttq.codec.properties import Properties
 from mqttq.config import Settings
 from mqttq.storage.memory import MemoryStorage
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `tests`
 from tests.memory_transport import MemoryTransport
 
 PAYLOAD = b"x" * 62

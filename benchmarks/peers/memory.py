@@ -1,7 +1,7 @@
 """Broker memory: bytes per idle connection and per queued message, mqttq vs mosquitto.
 
 A benchmark, not a test. Each measurement starts a fresh broker (pinned like compare.py,
-by the helpers of brokers.py):
+by the helpers of harness/brokers.py):
 
 1. Idle connections: RSS (VmRSS) of the idle broker; then N MQTT 5 clients (clean start,
    keep alive 60 s, no subscription) connect from several client processes and stay idle;
@@ -17,8 +17,8 @@ by the helpers of brokers.py):
 
 The results are written between the `memory.py` markers of docs/benchmarks.md.
 
-    python benchmarks/memory.py                     # 10,000 connections, 10,000 messages
-    python benchmarks/memory.py --connections 2000 --messages 2000 --output ''
+    python benchmarks/peers/memory.py                     # 10,000 connections, 10,000 messages
+    python benchmarks/peers/memory.py --connections 2000 --messages 2000 --output ''
 """
 
 from __future__ import annotations
@@ -39,7 +39,9 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-from brokers import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `benchmarks`
+
+from benchmarks.harness.brokers import (
     HOST,
     SQLITE_FILES,
     BrokerProcess,
@@ -50,8 +52,7 @@ from brokers import (
     start_mqttq,
     stop_all,
 )
-from compare_report import DOCS, load_average, machine_info, write_section
-
+from benchmarks.harness.page import DOCS, load_average, machine_info, write_section
 from mqttq.bench.client import BenchClient, Counters
 from mqttq.bench.options import BenchError
 from mqttq.bench.payload import PayloadBuilder, unpack_header
@@ -373,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     install_sigterm_handler()
     load_start = load_average()
-    command = ["python", "benchmarks/memory.py", *(sys.argv[1:] if argv is None else argv)]
+    command = ["python", "benchmarks/peers/memory.py", *(sys.argv[1:] if argv is None else argv)]
     report: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "command": shlex.join(command),

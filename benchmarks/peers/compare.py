@@ -7,12 +7,12 @@ with exactly the same client options. Broker CPU seconds come from /proc/<pid>/s
 results table, the targets (mqttq / mosquitto ratios) and the machine are written between
 the `compare.py` markers of docs/benchmarks.md.
 
-    python benchmarks/compare.py                       # 15 s per scenario, about 5 minutes
-    python benchmarks/compare.py --quick               # smoke check, about 1.5 minutes
-    python benchmarks/compare.py --only p2p-qos1 --duration 30 --json
-    python benchmarks/compare.py --redis-url redis://127.0.0.1:6379/0   # adds mqttq-redis
-    python benchmarks/compare.py --only p2p-qos1-1k --control   # adds mosquitto-again
-    python benchmarks/compare.py --only p2p-qos1-1k --control --interleave 5
+    python benchmarks/peers/compare.py                       # 15 s per scenario, about 5 minutes
+    python benchmarks/peers/compare.py --quick               # smoke check, about 1.5 minutes
+    python benchmarks/peers/compare.py --only p2p-qos1 --duration 30 --json
+    python benchmarks/peers/compare.py --redis-url redis://127.0.0.1:6379/0   # adds mqttq-redis
+    python benchmarks/peers/compare.py --only p2p-qos1-1k --control   # adds mosquitto-again
+    python benchmarks/peers/compare.py --only p2p-qos1-1k --control --interleave 5
 
 `--control` runs Mosquitto a second time after mqttq in every scenario and reports it as
 one more variant against the first Mosquitto run: the host's own spread between two runs of
@@ -24,8 +24,9 @@ segments into one record).
 
 Everything listens on 127.0.0.1 only; every process started here is stopped (its whole
 process group) before the script exits, also on Ctrl-C or SIGTERM.
-`brokers.py` starts and stops the brokers; `compare_report.py` evaluates the targets and
-renders the Markdown.
+`harness/brokers.py` starts and stops the brokers, `harness/scenarios.py` holds the
+scenarios and runs one bench, `compare_report.py` evaluates the targets and renders the
+Markdown, and `harness/page.py` writes it into docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -35,19 +36,16 @@ import dataclasses
 import datetime
 import json
 import shlex
-import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import segments
-from brokers import (
-    HOST,
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `benchmarks`
+
+from benchmarks.harness.brokers import (
     INFLIGHT,
     MOSQUITTO,
-    REPO,
     BrokerProcess,
     RunFailed,
     cores,
@@ -59,137 +57,23 @@ from brokers import (
     start_mqttq,
     stop_all,
     stop_broker,
-    stop_group,
 )
-from compare_report import (
-    DOCS,
-    evaluate_targets,
-    load_average,
-    machine_info,
-    render,
-    summary,
-    write_section,
+from benchmarks.harness.page import DOCS, load_average, machine_info, write_section
+from benchmarks.harness.scenarios import (
+    PAYLOAD,
+    SCENARIOS,
+    Scenario,
+    Timing,
+    bench_argv,
+    run_bench,
 )
+from benchmarks.peers import segments
+from benchmarks.peers.compare_report import evaluate_targets, render, summary
 
-PAYLOAD = 62
 CONTROL = "mosquitto-again"
 """The broker name of `--control`'s second Mosquitto run."""
 BUSY_LOAD = 0.5
 """A 1-minute load average above this at start marks the run preliminary."""
-
-
-# --- scenarios ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Scenario:
-    """One `mqttq bench` command, run the same way against every broker."""
-
-    name: str
-    title: str
-    args: tuple[str, ...]
-    qos: int
-    timed: bool = True
-    """False for `persistent`, bounded by --messages rather than --duration."""
-    overload: bool = False
-    """Offered load above what the subscriber can take: QoS 1 messages pile up in its
-    session queue, and the broker drops at max_queued_messages by configuration."""
-    warmup: bool = True
-    """False for floods: what the publishers push into the broker during a warm-up is
-    delivered during the measured phase, which would make the delivery rate look low."""
-
-
-SCENARIOS = (
-    Scenario("p2p-qos1", "p2p QoS 1, 100 pairs, full speed", ("p2p", "--pairs", "100"), 1),
-    Scenario(
-        "p2p-qos1-1k",
-        "p2p QoS 1, 100 pairs x 10 msg/s = 1,000 msg/s",
-        ("p2p", "--pairs", "100", "--rate", "10"),
-        1,
-    ),
-    Scenario(
-        "fan-in-qos0",
-        "fan-in QoS 0, 100 pub -> 1 sub (+), full speed",
-        ("fan-in", "--publishers", "100", "--subscribers", "1"),
-        0,
-        warmup=False,
-    ),
-    Scenario(
-        "fan-in-qos1",
-        "fan-in QoS 1, 100 pub -> 1 sub (+), full speed",
-        ("fan-in", "--publishers", "100", "--subscribers", "1"),
-        1,
-        overload=True,
-        warmup=False,
-    ),
-    Scenario(
-        "fan-in-qos1-5k",
-        "fan-in QoS 1, 100 pub x 50 msg/s -> 1 sub (+)",
-        ("fan-in", "--publishers", "100", "--subscribers", "1", "--rate", "50"),
-        1,
-    ),
-    Scenario(
-        "fan-out-qos0",
-        "fan-out QoS 0, 1 pub -> 50 sub, full speed",
-        ("fan-out", "--publishers", "1", "--subscribers", "50"),
-        0,
-        warmup=False,
-    ),
-    Scenario(
-        "persistent-qos1",
-        "persistent QoS 1, 100 offline sub x 100 msg backlog",
-        ("persistent", "--publishers", "1", "--subscribers", "100", "--messages", "100"),
-        1,
-        timed=False,
-    ),
-)
-
-
-@dataclass(frozen=True, slots=True)
-class Timing:
-    duration: float
-    warmup: float
-    drain_timeout: float
-    inflight: int
-
-
-def bench_argv(scenario: Scenario, timing: Timing, port: int | str) -> list[str]:
-    """The exact `mqttq bench` command line (without taskset) for one run."""
-    argv = [sys.executable, "-m", "mqttq.cli.bench", *scenario.args, "--qos", str(scenario.qos)]
-    argv += ["--payload", str(PAYLOAD), "--protocol", "5", "--inflight", str(timing.inflight)]
-    # One worker process: the tool has exactly one core, a second process would only add
-    # context switches.
-    argv += ["--workers", "1", "--drain-timeout", f"{timing.drain_timeout:g}"]
-    if scenario.timed:
-        warmup = timing.warmup if scenario.warmup else 0.0
-        argv += ["--duration", f"{timing.duration:g}", "--warmup", f"{warmup:g}"]
-    return [*argv, "--host", HOST, "--port", str(port), "--json"]
-
-
-# --- runs -----------------------------------------------------------------------------------
-
-
-def run_bench(argv: list[str], timeout: float) -> dict[str, Any]:
-    """Run one bench process (own process group, killed on any exit) and parse its JSON."""
-    process = subprocess.Popen(
-        argv,
-        cwd=REPO,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    try:
-        out, err = process.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise RunFailed(f"bench did not finish within {timeout:.0f} s") from None
-    finally:
-        stop_group(process, grace=5.0)
-    if process.returncode != 0:
-        lines = err.decode(errors="replace").strip().splitlines()
-        raise RunFailed(f"bench exited {process.returncode}: {lines[-1] if lines else ''}")
-    result: dict[str, Any] = json.loads(out)
-    return result
 
 
 def start_broker(
@@ -391,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
                     _log("  " + (record["error"] or summary(record)))
     finally:
         stop_all()
-    command = ["python", "benchmarks/compare.py", *(sys.argv[1:] if argv is None else argv)]
+    command = ["python", "benchmarks/peers/compare.py", *(sys.argv[1:] if argv is None else argv)]
     report: dict[str, Any] = {
         "date": started,
         "command": shlex.join(command),

@@ -6,7 +6,7 @@ as `memory.py` does) and the child compares a heap snapshot taken before them wi
 taken after, by allocation site (innermost frame) and by object type. Allocations made by
 C code (uvloop's transport, libuv's handle) show up under the event loop's frame.
 
-    python benchmarks/memory_heap.py --connections 2000 [--top 25] [--frames 4]
+    python benchmarks/investigations/memory_heap.py --connections 2000 [--top 25] [--frames 4]
 """
 
 from __future__ import annotations

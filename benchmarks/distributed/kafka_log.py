@@ -14,7 +14,8 @@ unmeasured one (--kafka-warmup seconds, its own broker and topic) warms the JVM 
 seconds of the broker and of Kafka come from /proc/<pid>/stat just before and after the
 bench. Printed as Markdown (or JSON with --json):
 
-    python benchmarks/kafka_log.py [--duration 15] [--pairs 100] [--kafka-warmup 20] [--json]
+    python benchmarks/distributed/kafka_log.py [--duration 15] [--pairs 100] [--kafka-warmup 20]
+        [--json]
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from brokers import (
-    REPO,
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `benchmarks`
+
+from benchmarks.harness.brokers import (
     BrokerProcess,
     cores,
     install_sigterm_handler,
@@ -37,9 +39,7 @@ from brokers import (
     stop_all,
     stop_broker,
 )
-from compare import Scenario, Timing, bench_argv, run_bench
-
-sys.path.insert(0, str(REPO))
+from benchmarks.harness.scenarios import Scenario, Timing, bench_argv, run_bench
 from tests.kafka_service import KafkaServer
 
 TBMQ_PER_CORE = 8_900

@@ -5,7 +5,8 @@ mosquitto runs with a generated mosquitto.conf on a free loopback port; mqttq ru
 broker gets its own working directory and its own process group, optionally pinned to one
 core with `taskset`. `stop_all`, which the scripts call in a `finally` (so also on Ctrl-C,
 and on SIGTERM once `install_sigterm_handler` ran), ends every group started here.
-Everything listens on 127.0.0.1 only. `compare.py` and `memory.py` use these helpers.
+Everything listens on 127.0.0.1 only. Every script that starts a broker or pins a process
+uses these helpers: peers/, distributed/ (the Kafka and cluster runs) and investigations/.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import time
 from pathlib import Path
 from types import FrameType
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
+"""The repository root: benchmarks/harness/ is two levels below it."""
 MOSQUITTO = "/usr/sbin/mosquitto"
 HOST = "127.0.0.1"
 INFLIGHT = 100

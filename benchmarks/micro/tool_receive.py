@@ -7,8 +7,8 @@ PUBLISH, queues its PUBACK, and its `Subscriber` reads the payload header, accou
 sequence and records the latency; one write of the PUBACKs per read. No socket, no event
 loop: the syscalls and the loop's own work come on top in a real run.
 
-    python benchmarks/tool_receive.py [--reads 300] [--trials 5]
-    MQTTQ_PURE=1 python benchmarks/tool_receive.py
+    python benchmarks/micro/tool_receive.py [--reads 300] [--trials 5]
+    MQTTQ_PURE=1 python benchmarks/micro/tool_receive.py
 
 docs/benchmarks.md (issue 14, section 11) quotes it.
 """

@@ -1,7 +1,7 @@
 """Micro-benchmark of an offline backlog drain on the embedded SQLite store (a script,
 not a test).
 
-The persistent scenario of `benchmarks/compare.py` without sockets and without the load
+The persistent scenario of `benchmarks/peers/compare.py` without sockets and without the load
 tool: a real Hub/Lifecycle/Client stack on a real `SqliteStorage` in a temporary
 directory, driven through fake transports. 100 persistent sessions subscribe to one topic
 (QoS 1) and disconnect; one publisher sends 100 QoS 1 messages (10,000 entries); then every
@@ -10,8 +10,8 @@ session reconnects, gets its backlog and acknowledges it, 50 reconnects at a tim
 reader) and the wall time of the drain, from the first CONNECT to the last removal
 committed, and the same for the publishing.
 
-    python benchmarks/drain_inproc.py --trials 5
-    MQTTQ_PURE=1 python benchmarks/drain_inproc.py --trials 1 --profile drain.prof
+    python benchmarks/micro/drain_inproc.py --trials 5
+    MQTTQ_PURE=1 python benchmarks/micro/drain_inproc.py --trials 1 --profile drain.prof
 
 docs/benchmarks.md (issue 14, section 6) quotes these numbers.
 """

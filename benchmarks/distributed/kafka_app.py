@@ -19,7 +19,7 @@ The broker is pinned to the first core and this script (every client) to the sec
 Kafka shares both. CPU seconds of broker and Kafka come from /proc. Prints Markdown
 (or JSON with --json):
 
-    python benchmarks/kafka_app.py [--publishers 10] [--duration 10] [--offline 10]
+    python benchmarks/distributed/kafka_app.py [--publishers 10] [--duration 10] [--offline 10]
         [--max-poll-records 200] [--rate 0] [--no-pin] [--json]
 """
 
@@ -35,13 +35,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from brokers import REPO, cores, install_sigterm_handler, start_mqttq, stop_all, stop_broker
-from kafka_log import TBMQ_PER_CORE, cpu_seconds
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `benchmarks`
 
-sys.path.insert(0, str(REPO))
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from benchmarks.distributed.kafka_log import TBMQ_PER_CORE, cpu_seconds
+from benchmarks.harness.brokers import (
+    cores,
+    install_sigterm_handler,
+    start_mqttq,
+    stop_all,
+    stop_broker,
+)
 from mqttq.auth.model import ClientType, Credential
 from mqttq.auth.passwords import hash_password
 from mqttq.auth.sqlite_store import SqliteAuthStore

@@ -8,7 +8,7 @@ caches and the TLB the work needs are cold after the gap: the same work takes se
 times as long, and the process's CPU per wake-up grows accordingly. A C broker touches
 far less memory per message, so it pays far less of this.
 
-    taskset -c 0 python benchmarks/cold_wake.py
+    taskset -c 0 python benchmarks/investigations/cold_wake.py
 
 docs/benchmarks.md (issue 14, section 9) quotes its output.
 """

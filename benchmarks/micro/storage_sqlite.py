@@ -11,8 +11,8 @@ client, as the broker hands it), then every client's `fetch`, then `remove_many`
 1,000 entries; per phase the wall time and the process's CPU time (all threads: the loop,
 the writer and the reader), best of `--rounds`.
 
-    python benchmarks/storage_sqlite.py [--seconds 3] [--payload 64] [--dir /tmp/x]
-    python benchmarks/storage_sqlite.py --fanout [--rounds 5] [--payload 62]
+    python benchmarks/micro/storage_sqlite.py [--seconds 3] [--payload 64] [--dir /tmp/x]
+    python benchmarks/micro/storage_sqlite.py --fanout [--rounds 5] [--payload 62]
 """
 
 from __future__ import annotations

@@ -1,91 +1,22 @@
-"""The report of `compare.py`: the machine, the targets, the Markdown section (not a test).
+"""The report of `compare.py`: the targets and the Markdown section (not a test).
 
 `evaluate_targets` turns the run records into target rows (mqttq / mosquitto ratios, met or
-NOT MET), `render` turns the whole report into the Markdown written between the
-`compare.py` markers of docs/benchmarks.md, and `write_section` replaces that section.
-`DOCS`, `machine_info`, `load_average` and `write_section` are also used by `memory.py`.
+NOT MET), `render` turns the whole report into the Markdown that `compare.py` writes
+between the `compare.py` markers of docs/benchmarks.md (with `harness/page.py`), and
+`summary` is the one-line progress of a run. It imports the scenarios from
+`harness/scenarios.py`, never `compare.py`.
 """
 
 from __future__ import annotations
 
-import os
-import platform
-import re
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from brokers import MOSQUITTO, REPO
+from benchmarks.harness.scenarios import Scenario
 
-if TYPE_CHECKING:
-    from compare import Scenario
-
-DOCS = REPO / "docs" / "benchmarks.md"
-"""The page whose marked sections `compare.py` and `memory.py` rewrite."""
 DASH = "\u2013"
 """An en dash marks a value that does not apply or was not measured."""
-
-
-# --- machine --------------------------------------------------------------------------------
-
-
-def machine_info() -> dict[str, str]:
-    """What the numbers depend on: cores, CPU, memory, kernel, Python, mosquitto, mqttq."""
-    model = "unknown"
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            model = line.split(":", 1)[1].strip()
-            break
-    mem_kib = 0
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("MemTotal:"):
-            mem_kib = int(line.split()[1])
-    try:
-        mosq = subprocess.run(
-            [MOSQUITTO, "-h"], check=False, capture_output=True, text=True, timeout=10
-        )
-        mosquitto = (mosq.stdout or mosq.stderr).splitlines()[0].strip()
-    except (OSError, IndexError, subprocess.TimeoutExpired):
-        mosquitto = "not found"
-    from mqttq import __version__  # noqa: PLC0415
-
-    commit = subprocess.run(
-        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-        check=False,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    return {
-        "nproc": str(os.cpu_count()),
-        "cpu": model,
-        "memory": f"{mem_kib / 1024 / 1024:.1f} GiB",
-        "kernel": f"{platform.system()} {platform.release()}",
-        "python": f"{platform.python_implementation()} {platform.python_version()}",
-        "mosquitto": mosquitto,
-        "mqttq": f"{__version__} (git {commit or 'unknown'}, working tree as run)",
-    }
-
-
-def load_average() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
-
-
-def write_section(path: Path, name: str, body: str) -> None:
-    """Replace the text between the `<!-- name:begin -->` / `<!-- name:end -->` markers of
-    `path` with `body`, or append a marked section when the markers are not there yet."""
-    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
-    block = f"{begin}\n{body.strip()}\n{end}"
-    text = path.read_text() if path.exists() else ""
-    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.DOTALL)
-    if pattern.search(text):
-        text = pattern.sub(lambda _: block, text, count=1)
-    else:
-        text = (text.rstrip() + "\n\n" if text.strip() else "") + block + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
 
 
 # --- targets and Markdown -----------------------------------------------------------------

@@ -22,8 +22,8 @@ is part of the drain (docs/benchmarks.md, issue 14 sections 12 and 13). Per run 
 The broker runs through this script (`--record FILE serve ...`), which times those calls
 on the loop and then runs mqttq's CLI: the broker's code is not changed.
 
-    python benchmarks/drain_timeline.py --runs 12
-    python benchmarks/drain_timeline.py --runs 12 --json
+    python benchmarks/investigations/drain_timeline.py --runs 12
+    python benchmarks/investigations/drain_timeline.py --runs 12 --json
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from brokers import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `benchmarks`
+
+from benchmarks.harness.brokers import (
     RunFailed,
     cores,
     install_sigterm_handler,
@@ -46,8 +48,7 @@ from brokers import (
     stop_all,
     stop_broker,
 )
-from compare import SCENARIOS, Timing, bench_argv, run_bench
-
+from benchmarks.harness.scenarios import SCENARIOS, Timing, bench_argv, run_bench
 from mqttq.cli import main as mqttq_main
 from mqttq.storage.sqlite import SqliteStorage
 

@@ -11,9 +11,9 @@ with `memory.py`).
 socket's descriptor registered with `loop.add_reader` and one object per connection
 (one slot, the descriptor) whose bound method reads it, kept in a dict by descriptor.
 
-    python benchmarks/memory_floor.py --connections 10000 --loop uvloop
-    python benchmarks/memory_floor.py --connections 10000 --loop asyncio
-    python benchmarks/memory_floor.py --connections 10000 --mode reader
+    python benchmarks/investigations/memory_floor.py --connections 10000 --loop uvloop
+    python benchmarks/investigations/memory_floor.py --connections 10000 --loop asyncio
+    python benchmarks/investigations/memory_floor.py --connections 10000 --mode reader
 """
 
 from __future__ import annotations

@@ -24,8 +24,9 @@ It is also split by kind of thread (/proc/<pid>/task: the event loop's, librdkaf
 the other Python threads). `--profile DIR` runs py-spy on every node for the warm-up and
 the measured run (folded stacks, DIR/<nodes><placement>-node<i>.txt).
 
-    python benchmarks/cluster_p2p.py [--nodes 1,2] [--placement same|cross|workers] [--pairs 100]
-        [--duration 15] [--kafka-warmup 20] [--kafka BOOTSTRAP --redis URL] [--profile DIR] [--json]
+    python benchmarks/distributed/cluster_p2p.py [--nodes 1,2]
+        [--placement same|cross|workers] [--pairs 100] [--duration 15] [--kafka-warmup 20]
+        [--kafka BOOTSTRAP --redis URL] [--profile DIR] [--json]
 """
 
 from __future__ import annotations
@@ -41,7 +42,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from brokers import (
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `benchmarks`
+
+from benchmarks.distributed.kafka_log import cpu_seconds
+from benchmarks.harness.brokers import (
     HOST,
     REPO,
     BrokerProcess,
@@ -50,10 +54,7 @@ from brokers import (
     start_mqttq,
     stop_all,
 )
-from compare import Scenario, Timing, bench_argv, run_bench
-from kafka_log import cpu_seconds
-
-sys.path.insert(0, str(REPO))
+from benchmarks.harness.scenarios import Scenario, Timing, bench_argv, run_bench
 from tests.kafka_service import KafkaServer
 from tests.services import RedisServer
 

@@ -4,7 +4,7 @@ Times the jobs the writer thread runs, inside the job (no commit, no fsync), on 
 `SqliteStorage` in a temporary directory:
 
 - `fanout`: 100 messages to 100 clients in 5 calls of 2,000 entries, as the persistent
-  scenario of `benchmarks/compare.py` enqueues them (one run per client per call);
+  scenario of `benchmarks/peers/compare.py` enqueues them (one run per client per call);
 - `inbox-fanout`: the same 10,000 entries in one call, as the publish inbox queues the
   fan-out of a burst read in one loop iteration;
 - `live`: live traffic to online persistent sessions, 100 clients, one entry each per call,
@@ -15,11 +15,11 @@ Times the jobs the writer thread runs, inside the job (no commit, no fsync), on 
   across all clients (each client's oldest 20 per batch), so most batches leave runs
   partly live (issue 14, section 11).
 
-    python benchmarks/sqlite_queue_inproc.py fanout
-    python benchmarks/sqlite_queue_inproc.py inbox-fanout --trials 15
-    python benchmarks/sqlite_queue_inproc.py live
-    python benchmarks/sqlite_queue_inproc.py removals
-    python benchmarks/sqlite_queue_inproc.py drain-acks
+    python benchmarks/micro/sqlite_queue_inproc.py fanout
+    python benchmarks/micro/sqlite_queue_inproc.py inbox-fanout --trials 15
+    python benchmarks/micro/sqlite_queue_inproc.py live
+    python benchmarks/micro/sqlite_queue_inproc.py removals
+    python benchmarks/micro/sqlite_queue_inproc.py drain-acks
 
 docs/benchmarks.md (issue 14, section 6) quotes these numbers.
 """
