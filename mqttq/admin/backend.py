@@ -61,10 +61,13 @@ class AdminBackend(Protocol):
         ...
 
     # sessions --------------------------------------------------------------------------
-    def list_sessions(self, tenant: str | None, prefix: str | None, limit: int) -> list[JSON]:
+    async def list_sessions(self, tenant: str | None, prefix: str | None, limit: int) -> list[JSON]:
         """At most `limit` sessions (online or not) ordered by client id: client_id,
         tenant, client_type, connected, persistent, protocol_level, expiry_interval,
-        subscriptions (count), queued, inflight, disconnected_at."""
+        subscriptions (count), queued, inflight, disconnected_at. `queued` counts the
+        messages the session holds for its client: those waiting for the client's Receive
+        Maximum while it is connected, every stored message (the `stored_messages` of
+        `get_session`) while a persistent session is offline."""
         ...
 
     async def get_session(self, client_id: str) -> JSON | None:

@@ -70,15 +70,20 @@ class BrokerAdmin:
 
     # ------------------------------------------------------------------ sessions
 
-    def list_sessions(self, tenant: str | None, prefix: str | None, limit: int) -> list[JSON]:
-        selected = []
+    async def list_sessions(self, tenant: str | None, prefix: str | None, limit: int) -> list[JSON]:
+        selected: list[JSON] = []
+        now = time.time()
         for client_id in sorted(self.hub.sessions):
             if prefix and not client_id.startswith(prefix):
                 continue
             session = self.hub.sessions[client_id]
             if tenant is not None and session.space.name != tenant:
                 continue
-            selected.append(_session_summary(session))
+            summary = _session_summary(session)
+            if session.client is None and session.persistent:
+                # Offline, its messages are in storage only (session.queue is None then).
+                summary["queued"] = len(await self.hub.storage.fetch(client_id, now))
+            selected.append(summary)
             if len(selected) >= limit:
                 break
         return selected

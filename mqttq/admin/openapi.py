@@ -189,7 +189,13 @@ _SESSION_PROPERTIES: Final[JSON] = {
     "protocol_level": {"type": "integer", "description": "3 (3.1), 4 (3.1.1) or 5 (5.0)."},
     "expiry_interval": {"type": "integer", "minimum": 0, "description": "Seconds."},
     "subscriptions": {"type": "integer"},
-    "queued": {"type": "integer", "minimum": 0, "description": "Messages in its queue."},
+    "queued": {
+        "type": "integer",
+        "minimum": 0,
+        "description": "Messages the session holds for its client, not sent yet: while "
+        "connected, those waiting for room in the client's Receive Maximum; while a "
+        "persistent session is offline, every message stored for it (its stored_messages).",
+    },
     "inflight": {"type": "integer", "minimum": 0, "description": "QoS 1/2 unacknowledged."},
     "disconnected_at": _NUMBER_OR_NULL,
 }

@@ -21,7 +21,7 @@ def session_routes(backend: AdminBackend) -> list[web.RouteDef]:
     async def list_sessions(request: web.Request) -> web.Response:
         params = query_params(request, ("tenant", "prefix", "limit"))
         limit = parse_limit(params)
-        sessions = backend.list_sessions(params.get("tenant"), params.get("prefix"), limit)
+        sessions = await backend.list_sessions(params.get("tenant"), params.get("prefix"), limit)
         return web.json_response({"sessions": sessions})
 
     async def get_session(request: web.Request) -> web.Response:

@@ -49,7 +49,7 @@ class BackendDouble:
     async def cluster_status(self) -> JSON:
         return {"distributed": False, "nodes": [], "alive": 0, "stale": 0, "gone": 0}
 
-    def list_sessions(self, tenant: str | None, prefix: str | None, limit: int) -> list[JSON]:
+    async def list_sessions(self, tenant: str | None, prefix: str | None, limit: int) -> list[JSON]:
         if self.broken:
             raise RuntimeError("the double was told to break")
         return []
