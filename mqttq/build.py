@@ -58,6 +58,8 @@ COMPILED_MODULES: Final = (
     "mqttq.protocol.connection",
     "mqttq.protocol.inflight",
     "mqttq.protocol.state",
+    # ReasonCode, which the codec and the hot path read (the ground floor under mqttq.errors).
+    "mqttq.reasons",
     "mqttq.routing.retained",
     "mqttq.routing.router",
     "mqttq.routing.topics",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mqttq.codec.enums import ReasonCode
+from mqttq.reasons import ReasonCode
 
 
 class MqttqError(Exception):

@@ -33,7 +33,7 @@ from mqttq.auth.model import DEFAULT_TENANT, ClientType, Credential
 from mqttq.auth.passwords import verify_password
 from mqttq.auth.ports import AuthStore
 from mqttq.auth.rules import AclRule, AclRules
-from mqttq.codec.enums import ReasonCode
+from mqttq.reasons import ReasonCode
 
 __all__ = ["ANONYMOUS_MODES", "AuthRefusal", "Authenticator", "Identity"]
 

@@ -12,9 +12,9 @@ from mqttq.auth.authenticator import AuthRefusal, Identity
 from mqttq.auth.model import DEFAULT_TENANT
 from mqttq.auth.ports import AuthStoreError
 from mqttq.broker.tls import certificate_common_name
-from mqttq.codec.enums import ReasonCode
 from mqttq.codec.packets import ConnectPacket
 from mqttq.limits.limiter import Limits, Refused
+from mqttq.reasons import ReasonCode
 
 if TYPE_CHECKING:
     from mqttq.auth.authenticator import Authenticator

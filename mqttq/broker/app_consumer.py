@@ -16,11 +16,11 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from mqttq.codec.enums import ReasonCode
 from mqttq.codec.packets import PubrelPacket
 from mqttq.errors import MqttqError
 from mqttq.model import AppContext
 from mqttq.protocol.app_pack import PackProcessor, Record, Send
+from mqttq.reasons import ReasonCode
 from mqttq.storage.kafka_client import KafkaConsumer, TopicPartition
 from mqttq.storage.kafka_client import Record as KafkaRecord
 from mqttq.storage.kafka_records import decode_message

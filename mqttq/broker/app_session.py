@@ -14,8 +14,8 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from mqttq.broker.app_consumer import AppConsumer
-from mqttq.codec.enums import ReasonCode
 from mqttq.codec.packets import PubrelPacket
+from mqttq.reasons import ReasonCode
 from mqttq.routing.topics import parse_shared
 from mqttq.storage.app_topics import app_group, shared_group, shared_topic
 

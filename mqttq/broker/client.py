@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Final, cast
 from mqttq.broker.dispatch import HANDLERS, on_puback, on_publish
 from mqttq.broker.listeners import TCP, ListenerKind
 from mqttq.broker.pending import OrderedSteps
-from mqttq.codec.enums import ReasonCode
 from mqttq.codec.packets import (
     ConnackPacket,
     ConnectPacket,
@@ -30,6 +29,7 @@ from mqttq.codec.properties import Properties
 from mqttq.errors import ProtocolError
 from mqttq.protocol.connection import MqttConnection
 from mqttq.protocol.state import ConnState
+from mqttq.reasons import ReasonCode
 
 if TYPE_CHECKING:
     from mqttq.auth.authenticator import Identity

@@ -16,7 +16,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from mqttq.broker.hub import Fanout
-from mqttq.codec.enums import ReasonCode
 from mqttq.codec.packets import (
     ConnectPacket,
     DisconnectPacket,
@@ -32,6 +31,7 @@ from mqttq.codec.packets import (
 )
 from mqttq.codec.properties import Properties
 from mqttq.limits.limiter import Refused
+from mqttq.reasons import ReasonCode
 from mqttq.routing.topics import validate_topic_name
 
 if TYPE_CHECKING:

@@ -11,8 +11,9 @@ from mqttq.broker.hub import Hub
 from mqttq.broker.session import Session
 from mqttq.broker.will import WillScheduler
 from mqttq.cluster.dead_nodes import reaper
-from mqttq.codec.enums import SESSION_EXPIRY_NEVER, ReasonCode
+from mqttq.codec.enums import SESSION_EXPIRY_NEVER
 from mqttq.model import Message
+from mqttq.reasons import ReasonCode
 
 __all__ = ["APPLICATION", "SessionEndings"]
 

@@ -26,12 +26,12 @@ from mqttq.broker.pending import BackgroundTasks, EnqueueBatcher, RemoveBatcher
 from mqttq.broker.session import Session
 from mqttq.broker.stats import BrokerStats
 from mqttq.broker.tenants import TenantSpace
-from mqttq.codec.enums import ReasonCode
 from mqttq.codec.packets import PublishPacket, SubscribePacket, UnsubscribePacket
 from mqttq.config import MqttSettings
 from mqttq.errors import ProtocolError
 from mqttq.limits.limiter import Limits
 from mqttq.model import Message, Subscription
+from mqttq.reasons import ReasonCode
 from mqttq.routing.topics import (
     SHARE_PREFIX,
     has_wildcard,

@@ -31,8 +31,8 @@ from collections import deque
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
-from mqttq.codec.enums import ReasonCode
 from mqttq.model import Message
+from mqttq.reasons import ReasonCode
 from mqttq.storage.ports import InboxStore
 
 if TYPE_CHECKING:

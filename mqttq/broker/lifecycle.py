@@ -16,13 +16,14 @@ from mqttq.broker.hub import Hub
 from mqttq.broker.restore import restore_sessions
 from mqttq.broker.session import Session
 from mqttq.broker.timers import TimerWheel
-from mqttq.codec.enums import ProtocolLevel, ReasonCode
+from mqttq.codec.enums import ProtocolLevel
 from mqttq.codec.packets import ConnackPacket, ConnectPacket, DisconnectPacket
 from mqttq.config import MqttSettings
 from mqttq.errors import ProtocolError, StorageError
 from mqttq.limits.limiter import Refused
 from mqttq.protocol.connect import ConnectDecision, ConnectPolicy, negotiate
 from mqttq.protocol.connection import ConnectionLimits
+from mqttq.reasons import ReasonCode
 from mqttq.routing.topics import validate_topic_name
 from mqttq.storage.ports import PresenceMarker, QueuedMessage
 

@@ -17,10 +17,10 @@ from collections import deque
 from struct import Struct
 from typing import TYPE_CHECKING, Any, Final
 
-from mqttq.codec.enums import ReasonCode
 from mqttq.codec.packets import PubrelPacket, Will
 from mqttq.model import Message
 from mqttq.protocol.inflight import PacketIdAllocator
+from mqttq.reasons import ReasonCode
 from mqttq.storage.ports import QueuedMessage
 
 if TYPE_CHECKING:

@@ -9,82 +9,46 @@ Public surface (implemented in reader.py / writer.py):
   decodes, or by the caller).
 - `encode_packet(packet, protocol_level) -> bytes`.
 
-Names are loaded on first use (PEP 562): `mqttq.errors` imports `mqttq.codec.enums`, which
-runs this file first, so importing the reader here eagerly would be a circular import.
+The reason codes come from `mqttq.reasons`, the ground floor that `mqttq.errors` also
+imports; the codec sits above both.
 """
 
 from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING
 
 from mqttq.codec.enums import (
     MAX_PACKET_ID,
     MAX_VARINT,
     SESSION_EXPIRY_NEVER,
-    ConnackReturnCode,
     PacketType,
     PropertyId,
     ProtocolLevel,
     QoS,
-    ReasonCode,
     RetainHandling,
 )
-
-if TYPE_CHECKING:
-    from mqttq.codec.packets import (
-        AuthPacket,
-        ConnackPacket,
-        ConnectPacket,
-        DisconnectPacket,
-        Packet,
-        PingreqPacket,
-        PingrespPacket,
-        PubackPacket,
-        PubcompPacket,
-        PublishPacket,
-        PubrecPacket,
-        PubrelPacket,
-        SubackPacket,
-        SubscribePacket,
-        SubscriptionRequest,
-        UnsubackPacket,
-        UnsubscribePacket,
-        Will,
-    )
-    from mqttq.codec.properties import Properties
-    from mqttq.codec.reader import PacketReader, decode_packet
-    from mqttq.codec.writer import encode_packet
-
-_LAZY = {
-    **dict.fromkeys(
-        (
-            "AuthPacket",
-            "ConnackPacket",
-            "ConnectPacket",
-            "DisconnectPacket",
-            "Packet",
-            "PingreqPacket",
-            "PingrespPacket",
-            "PubackPacket",
-            "PubcompPacket",
-            "PublishPacket",
-            "PubrecPacket",
-            "PubrelPacket",
-            "SubackPacket",
-            "SubscribePacket",
-            "SubscriptionRequest",
-            "UnsubackPacket",
-            "UnsubscribePacket",
-            "Will",
-        ),
-        "mqttq.codec.packets",
-    ),
-    "Properties": "mqttq.codec.properties",
-    "PacketReader": "mqttq.codec.reader",
-    "decode_packet": "mqttq.codec.reader",
-    "encode_packet": "mqttq.codec.writer",
-}
+from mqttq.codec.packets import (
+    AuthPacket,
+    ConnackPacket,
+    ConnectPacket,
+    DisconnectPacket,
+    Packet,
+    PingreqPacket,
+    PingrespPacket,
+    PubackPacket,
+    PubcompPacket,
+    PublishPacket,
+    PubrecPacket,
+    PubrelPacket,
+    SubackPacket,
+    SubscribePacket,
+    SubscriptionRequest,
+    UnsubackPacket,
+    UnsubscribePacket,
+    Will,
+)
+from mqttq.codec.properties import Properties
+from mqttq.codec.reader import PacketReader, decode_packet
+from mqttq.codec.writer import encode_packet
+from mqttq.reasons import ConnackReturnCode, ReasonCode
 
 __all__ = [
     "MAX_PACKET_ID",
@@ -120,12 +84,3 @@ __all__ = [
     "decode_packet",
     "encode_packet",
 ]
-
-
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value

@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from mqttq.codec.enums import PacketType, ProtocolLevel, ReasonCode
+from mqttq.codec.enums import PacketType, ProtocolLevel
 from mqttq.codec.properties import Properties
+from mqttq.reasons import ReasonCode
 
 
 @dataclass(slots=True)

@@ -112,7 +112,7 @@ class Properties:
 from collections.abc import Callable  # noqa: E402
 from typing import Any, Final, NamedTuple  # noqa: E402
 
-from mqttq.codec.enums import MAX_VARINT, PacketType, PropertyId, ReasonCode  # noqa: E402
+from mqttq.codec.enums import MAX_VARINT, PacketType, PropertyId  # noqa: E402
 from mqttq.codec.primitives import (  # noqa: E402
     decode_binary,
     decode_string,
@@ -129,6 +129,7 @@ from mqttq.codec.primitives import (  # noqa: E402
     encode_varint,
 )
 from mqttq.errors import Incomplete, MalformedPacket, ProtocolError  # noqa: E402
+from mqttq.reasons import ReasonCode  # noqa: E402
 
 WILL_PROPERTIES = 0
 """Context for the will properties of a CONNECT (no packet type has the value 0)."""

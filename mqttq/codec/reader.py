@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from mqttq.codec.enums import PacketType, ProtocolLevel, ReasonCode
+from mqttq.codec.enums import PacketType, ProtocolLevel
 from mqttq.codec.packets import (
     AuthPacket,
     ConnackPacket,
@@ -39,6 +39,7 @@ from mqttq.codec.primitives import (
 )
 from mqttq.codec.properties import WILL_PROPERTIES, Properties, decode_properties
 from mqttq.errors import Incomplete, MalformedPacket, PacketTooLarge, ProtocolError
+from mqttq.reasons import ReasonCode
 
 __all__ = [
     "CONNACK_RETURN_CODE_TO_REASON",

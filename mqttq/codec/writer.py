@@ -13,7 +13,7 @@ from struct import Struct
 from struct import error as StructError
 from typing import Any, Final
 
-from mqttq.codec.enums import PacketType, ReasonCode
+from mqttq.codec.enums import PacketType
 from mqttq.codec.packets import (
     AuthPacket,
     ConnackPacket,
@@ -46,6 +46,7 @@ from mqttq.codec.properties import (
     encode_properties,
 )
 from mqttq.codec.reader import NO_PROPERTIES, REASON_CODES
+from mqttq.reasons import ReasonCode
 
 __all__ = ["encode_packet", "encode_publish", "encode_short_ack", "publish_template"]
 

@@ -6,8 +6,8 @@ with empty tables.
 
 from __future__ import annotations
 
-from mqttq.codec.enums import ReasonCode
 from mqttq.errors import ProtocolError
+from mqttq.reasons import ReasonCode
 
 __all__ = ["InboundAliases", "OutboundAliases"]
 

@@ -10,10 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mqttq.codec.enums import SESSION_EXPIRY_NEVER, ProtocolLevel, ReasonCode
+from mqttq.codec.enums import SESSION_EXPIRY_NEVER, ProtocolLevel
 from mqttq.codec.packets import ConnectPacket
 from mqttq.codec.properties import Properties
 from mqttq.errors import ProtocolError
+from mqttq.reasons import ReasonCode
 
 __all__ = ["ConnectDecision", "ConnectPolicy", "negotiate"]
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Final
 
-from mqttq.codec.enums import PacketType, ProtocolLevel, ReasonCode
+from mqttq.codec.enums import PacketType, ProtocolLevel
 from mqttq.codec.packets import (
     ConnackPacket,
     ConnectPacket,
@@ -38,6 +38,7 @@ from mqttq.errors import ProtocolError
 from mqttq.protocol.aliases import InboundAliases, OutboundAliases
 from mqttq.protocol.inflight import InboundWindow
 from mqttq.protocol.state import STAYS_CONNECTED, ConnState, next_state
+from mqttq.reasons import ReasonCode
 
 __all__ = ["ConnectionLimits", "MqttConnection"]
 

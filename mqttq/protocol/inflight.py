@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Container
 
-from mqttq.codec.enums import MAX_PACKET_ID, ReasonCode
+from mqttq.codec.enums import MAX_PACKET_ID
 from mqttq.errors import ProtocolError
+from mqttq.reasons import ReasonCode
 
 __all__ = ["InboundWindow", "PacketIdAllocator"]
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 from enum import Enum
 from typing import Final
 
-from mqttq.codec.enums import PacketType, ReasonCode
+from mqttq.codec.enums import PacketType
 from mqttq.errors import ProtocolError
+from mqttq.reasons import ReasonCode
 
 __all__ = ["STAYS_CONNECTED", "TRANSITIONS", "ConnState", "next_state"]
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from mqttq.codec.enums import ReasonCode
 from mqttq.errors import ProtocolError
+from mqttq.reasons import ReasonCode
 
 __all__ = [
     "MAX_TOPIC_LENGTH",

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from mqttq.broker.encoded import EncodedPublishes
 from mqttq.codec import encode_packet
-from mqttq.codec.enums import PacketType, ReasonCode
+from mqttq.codec.enums import PacketType
 from mqttq.codec.packets import (
     PubackPacket,
     PubcompPacket,
@@ -32,6 +32,7 @@ from mqttq.codec.properties import Properties
 from mqttq.codec.reader import NO_PROPERTIES, REASON_CODES
 from mqttq.codec.writer import encode_publish, encode_short_ack, publish_template
 from mqttq.model import Message, Subscription
+from mqttq.reasons import ReasonCode
 from mqttq.routing.router import Delivery, Router
 from mqttq.storage.codec_json import (
     PUBLISH,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mqttq.codec.enums import ReasonCode
 from mqttq.errors import ProtocolError
 from mqttq.model import Message, Subscription
+from mqttq.reasons import ReasonCode
 from mqttq.routing.retained import RetainedIndex
 from mqttq.routing.router import Router
 from mqttq.routing.topics import (

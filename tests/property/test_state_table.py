@@ -10,7 +10,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mqttq.codec.enums import PacketType, ProtocolLevel, ReasonCode
+from mqttq.codec.enums import PacketType, ProtocolLevel
 from mqttq.codec.packets import (
     AuthPacket,
     ConnackPacket,
@@ -34,6 +34,7 @@ from mqttq.codec.writer import encode_packet
 from mqttq.errors import ProtocolError
 from mqttq.protocol.connection import ConnectionLimits, MqttConnection
 from mqttq.protocol.state import STAYS_CONNECTED, TRANSITIONS, ConnState, next_state
+from mqttq.reasons import ReasonCode
 from tests.property.strategies import packet_strategies
 
 V5 = ProtocolLevel.MQTT_5

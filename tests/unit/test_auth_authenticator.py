@@ -16,7 +16,7 @@ from mqttq.auth.model import DEFAULT_TENANT, ClientType, Credential
 from mqttq.auth.passwords import hash_password, verify_password
 from mqttq.auth.ports import AuthStoreError
 from mqttq.auth.sqlite_store import SqliteAuthStore
-from mqttq.codec.enums import ReasonCode
+from mqttq.reasons import ReasonCode
 
 PASSWORD = "correct horse"
 NEW_PASSWORD = "battery staple"

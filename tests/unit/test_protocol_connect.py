@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from mqttq.codec.enums import SESSION_EXPIRY_NEVER, ProtocolLevel, ReasonCode
+from mqttq.codec.enums import SESSION_EXPIRY_NEVER, ProtocolLevel
 from mqttq.codec.packets import ConnectPacket, Will
 from mqttq.codec.properties import Properties
 from mqttq.errors import ProtocolError
 from mqttq.protocol.connect import ConnectPolicy, negotiate
+from mqttq.reasons import ReasonCode
 
 V5 = ProtocolLevel.MQTT_5
 V311 = ProtocolLevel.MQTT_3_1_1

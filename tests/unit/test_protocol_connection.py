@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mqttq.codec.enums import ProtocolLevel, ReasonCode
+from mqttq.codec.enums import ProtocolLevel
 from mqttq.codec.packets import (
     ConnackPacket,
     ConnectPacket,
@@ -25,6 +25,7 @@ from mqttq.codec.writer import encode_packet
 from mqttq.errors import ProtocolError
 from mqttq.protocol.connection import ConnectionLimits, MqttConnection
 from mqttq.protocol.state import ConnState
+from mqttq.reasons import ReasonCode
 
 V5 = ProtocolLevel.MQTT_5
 V311 = ProtocolLevel.MQTT_3_1_1

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from mqttq.codec.enums import ReasonCode
 from mqttq.errors import ProtocolError
 from mqttq.protocol.aliases import InboundAliases, OutboundAliases
 from mqttq.protocol.inflight import InboundWindow, PacketIdAllocator
+from mqttq.reasons import ReasonCode
 
 
 def test_allocator_skips_ids_in_use_and_wraps() -> None:

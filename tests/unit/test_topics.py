@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from mqttq.codec.enums import ReasonCode
 from mqttq.errors import ProtocolError
+from mqttq.reasons import ReasonCode
 from mqttq.routing.topics import (
     MAX_TOPIC_LENGTH,
     filter_matches,
