@@ -148,7 +148,7 @@ def _operation(method: str, path: str, operation: JSON, resolve: _Resolver) -> s
     if body is not None:
         lines += _body(resolve(body), resolve)
     lines += ["| status | answer |", "|---|---|"]
-    for status, response in operation["responses"].items():
+    for status, response in sorted(operation["responses"].items()):
         lines.append(f"| {status} | {_answer(response, resolve)} |")
     lines.append("")
     return "\n".join(lines)
@@ -196,7 +196,9 @@ def _type(schema: JSON, resolve: _Resolver) -> str:
     if kind == "array" and "items" in schema:
         text = f"array of {_type(schema['items'], resolve)}"
     if "enum" in schema:
-        text += ": " + ", ".join(f"`{v}`" for v in schema["enum"])
+        text += ": " + ", ".join(
+            f"`{v if isinstance(v, str) else json.dumps(v)}`" for v in schema["enum"]
+        )
     bounds = [
         f"{label} {schema[key]}"
         for key, label in (("minimum", "≥"), ("maximum", "≤"), ("maxLength", "length ≤"))
