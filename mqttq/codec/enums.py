@@ -103,4 +103,6 @@ SESSION_EXPIRY_NEVER = 0xFFFFFFFF
 """Session Expiry Interval meaning 'does not expire' [MQTT-3.1.2.11.2]."""
 
 MAX_PACKET_ID: Final = 65535
+"""The largest Packet Identifier; ids run 1..65535 and wrap back to 1 [MQTT-2.2.1]."""
+
 MAX_VARINT = 268_435_455

@@ -36,6 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from mqttq.codec.enums import MAX_PACKET_ID
 from mqttq.codec.properties import Properties
 from mqttq.errors import StorageError
 from mqttq.model import Message
@@ -46,7 +47,6 @@ PUBREL: Final = "PUBREL"
 """packetType of an entry whose PUBREC arrived: only PUBREL remains [MQTT-4.3.3]."""
 
 _PACKET_TYPES: Final = frozenset((PUBLISH, PUBREL))
-_MAX_PACKET_ID: Final = 65535
 
 
 @dataclass(slots=True)
@@ -81,7 +81,7 @@ def message_to_json(
     """
     if packet_type not in _PACKET_TYPES:
         raise ValueError(f"packet_type must be PUBLISH or PUBREL, not {packet_type!r}")
-    if not 0 <= packet_id <= _MAX_PACKET_ID:
+    if not 0 <= packet_id <= MAX_PACKET_ID:
         raise ValueError(f"packet_id must be 0..65535, not {packet_id}")
     props = message.properties
     obj: dict[str, Any] = {
@@ -136,7 +136,7 @@ class MessageJson:
 
     def for_entry(self, client_id: str, packet_id: int) -> str:
         """The entry's JSON (`packet_id` 0..65535, as `message_to_json` checks)."""
-        if not 0 <= packet_id <= _MAX_PACKET_ID:
+        if not 0 <= packet_id <= MAX_PACKET_ID:
             raise ValueError(f"packet_id must be 0..65535, not {packet_id}")
         return (
             f'{{"clientId":{json.dumps(client_id)}{self._middle}"packetId":{packet_id},{self._tail}'
@@ -175,7 +175,7 @@ def message_from_json(text: str | bytes) -> StoredMessage:
     if topic is None:
         raise StorageError("stored message has no topicName")
     qos = fields.int_("qos", 0, 2)
-    packet_id = fields.int_("packetId", 0, _MAX_PACKET_ID)
+    packet_id = fields.int_("packetId", 0, MAX_PACKET_ID)
     packet_type = fields.str_("packetType", PUBLISH)
     if packet_type not in _PACKET_TYPES:
         raise StorageError(f"stored message has packetType {packet_type!r}")

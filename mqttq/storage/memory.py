@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
+from mqttq.codec.enums import MAX_PACKET_ID
 from mqttq.errors import StorageError
 from mqttq.model import Message
 from mqttq.storage.ports import QueuedMessage, QueueFullPolicy, SessionRecord
@@ -106,9 +107,9 @@ class MemoryStorage:
                 del entries[next(iter(entries))]
             # Skip an id still held by an entry left unacknowledged while 65535 later ones
             # passed: no two entries of a queue share a packet id [MQTT-2.2.1-4].
-            packet_id = queue.last_packet_id % 65535 + 1
+            packet_id = queue.last_packet_id % MAX_PACKET_ID + 1
             while packet_id in entries:
-                packet_id = packet_id % 65535 + 1
+                packet_id = packet_id % MAX_PACKET_ID + 1
             queue.last_packet_id = packet_id
             queue.last_serial += 1
             entry = QueuedMessage(queue.last_serial, packet_id, message)

@@ -23,6 +23,8 @@ from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from mqttq.codec.enums import MAX_PACKET_ID
+
 MESSAGES_SUFFIX: Final = "}_messages"
 
 RedisClient = Redis | RedisCluster
@@ -79,7 +81,7 @@ def packet_id_of(message_key: str, messages_key: str) -> int | None:
     if not message_key.startswith(head) or not digits.isdigit():
         return None
     packet_id = int(digits)
-    return packet_id if 1 <= packet_id <= 65535 else None
+    return packet_id if 1 <= packet_id <= MAX_PACKET_ID else None
 
 
 def glob_escape(text: str) -> str:

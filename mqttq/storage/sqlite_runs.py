@@ -25,6 +25,7 @@ import sqlite3
 from bisect import bisect_left, bisect_right
 from typing import Any, Final
 
+from mqttq.codec.enums import MAX_PACKET_ID
 from mqttq.model import Message
 from mqttq.storage.codec_json import compact_json
 from mqttq.storage.ports import QueuedMessage
@@ -268,7 +269,7 @@ class QueueIndex:
                 kept = wanted[-limit:]
                 for index in wanted[: len(wanted) - len(kept)]:
                     queue.last_serial += 1
-                    queue.last_packet_id = queue.last_packet_id % 65535 + 1
+                    queue.last_packet_id = queue.last_packet_id % MAX_PACKET_ID + 1
                     results[index] = QueuedMessage(
                         queue.last_serial, queue.last_packet_id, items[index][1]
                     )
@@ -314,9 +315,9 @@ class QueueIndex:
         rows: list[tuple[str, int, str]] = []
         elements: list[str] = []
         for tail in tails:
-            packet_id = packet_id % 65535 + 1
+            packet_id = packet_id % MAX_PACKET_ID + 1
             while packet_id in used:
-                packet_id = packet_id % 65535 + 1
+                packet_id = packet_id % MAX_PACKET_ID + 1
             used[packet_id] = serial
             serial += 1
             packet_ids.append(packet_id)
