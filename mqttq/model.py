@@ -13,8 +13,8 @@ class Message:
     """An application message as the broker holds it, independent of any connection.
 
     Treated as immutable once routed: many sessions share one instance. A per-subscriber
-    copy (granted QoS, retain as delivered, subscription identifiers) is made with
-    `dataclasses.replace` only when it differs from the original.
+    copy (granted QoS, retain as delivered, subscription identifiers) is made by
+    `for_subscriber` only when it differs from the original.
 
     `properties` carries only the PUBLISH-level properties that travel with the message
     (payload format, message expiry as sent, content type, response topic, correlation data,
@@ -58,6 +58,26 @@ class Message:
         self.expires_at = expires_at
         self.publisher_id = publisher_id
         self.subscription_identifiers = subscription_identifiers
+
+    def for_subscriber(
+        self, qos: int, retain: bool, subscription_identifiers: tuple[int, ...]
+    ) -> Message:
+        """This message as one subscriber receives it: `self` when the delivered QoS and
+        RETAIN flag are the message's own and there are no subscription identifiers (the
+        instance is shared), else a copy carrying them [MQTT-3.8.4-8, MQTT-3.3.4-3]."""
+        if qos == self.qos and retain == self.retain and not subscription_identifiers:
+            return self
+        return Message(
+            self.topic,
+            self.payload,
+            qos,
+            retain,
+            self.properties,
+            self.created_at,
+            self.expires_at,
+            self.publisher_id,
+            subscription_identifiers,
+        )
 
     def is_expired(self, now: float) -> bool:
         return self.expires_at is not None and now >= self.expires_at

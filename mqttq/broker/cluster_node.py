@@ -390,7 +390,9 @@ class ClusterNode:
         info = self.directory.get(client_id)
         if info is None:
             return None
-        out = _copy(message, delivery)
+        out = message.for_subscriber(
+            delivery.qos, delivery.retain, delivery.subscription_identifiers
+        )
         hub = self.hub
         node = info.node
         if node == self.node_id:
@@ -470,19 +472,3 @@ class ClusterNode:
             "cluster_downlinked": self.downlinked,
             "cluster_downlink_received": self.received,
         }
-
-
-def _copy(message: Message, delivery: Delivery) -> Message:
-    """The subscriber's copy: granted QoS, RETAIN as delivered, subscription ids."""
-    if (
-        delivery.qos == message.qos
-        and delivery.retain == message.retain
-        and not delivery.subscription_identifiers
-    ):
-        return message
-    return dataclasses.replace(
-        message,
-        qos=delivery.qos,
-        retain=delivery.retain,
-        subscription_identifiers=delivery.subscription_identifiers,
-    )

@@ -237,7 +237,7 @@ class Hub:
             if qos == mqos and delivery.retain == mretain and not sids:
                 out = message
             else:
-                out = _copy(message, qos, delivery.retain, sids)
+                out = message.for_subscriber(qos, delivery.retain, sids)
             if session.expiry_interval and app_log is not None and session.client_type == _APP:
                 # A persistent APPLICATION session: every delivery goes to its Kafka topic.
                 if fan is None:
@@ -405,7 +405,7 @@ class Hub:
         items: list[tuple[str, Message]] = []
         for message in messages:
             qos = min(message.qos, granted)
-            out = _copy(message, qos, True, sids)
+            out = message.for_subscriber(qos, True, sids)
             fan.count += 1
             app_log = self.app_log
             if session.expiry_interval and app_log is not None and session.client_type == _APP:
@@ -608,18 +608,3 @@ def _reason(count: int, rejected: int) -> ReasonCode:
     if rejected and rejected >= count:
         return ReasonCode.QUOTA_EXCEEDED
     return ReasonCode.SUCCESS
-
-
-def _copy(message: Message, qos: int, retain: bool, sids: tuple[int, ...]) -> Message:
-    """A per-subscriber copy with the delivered QoS, RETAIN flag and subscription ids."""
-    return Message(
-        message.topic,
-        message.payload,
-        qos,
-        retain,
-        message.properties,
-        message.created_at,
-        message.expires_at,
-        message.publisher_id,
-        sids,
-    )
