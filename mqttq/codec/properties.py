@@ -104,6 +104,22 @@ class Properties:
         self.subscription_identifier_available = subscription_identifier_available
         self.shared_subscription_available = shared_subscription_available
 
+    def empty_for_publish(self) -> bool:
+        """True when none of the properties a PUBLISH may carry is set, so that a PUBLISH
+        encodes them as an empty property list: the fields are those of
+        `PROPERTIES_BY_CONTEXT[PacketType.PUBLISH]` in the table below (a test holds the two
+        together). Written out rather than read from the table: it runs for every PUBLISH."""
+        return (
+            self.payload_format_indicator is None
+            and self.message_expiry_interval is None
+            and self.content_type is None
+            and self.response_topic is None
+            and self.correlation_data is None
+            and not self.subscription_identifiers
+            and self.topic_alias is None
+            and not self.user_properties
+        )
+
 
 # --- Wire table [MQTT-2.2.2.2] -------------------------------------------------------------
 # Every code below the dataclass is codec-internal detail; callers use encode_properties and

@@ -140,19 +140,6 @@ def _encode_connack(packet: ConnackPacket, level: int) -> bytes:
     return bytes((0x20, 2, session_present if level == 4 else 0, code))
 
 
-def _publish_properties_empty(p: Properties) -> bool:
-    return (
-        p.payload_format_indicator is None
-        and p.message_expiry_interval is None
-        and p.content_type is None
-        and p.response_topic is None
-        and p.correlation_data is None
-        and not p.subscription_identifiers
-        and p.topic_alias is None
-        and not p.user_properties
-    )
-
-
 def _encode_publish(packet: PublishPacket, level: int) -> bytes:
     """PUBLISH [MQTT-3.3]."""
     return encode_publish(
@@ -204,7 +191,7 @@ def encode_publish(  # noqa: PLR0917 (the fields of the packet object it avoids 
             raise ValueError("QoS 0 PUBLISH with DUP or a packet id [MQTT-3.3.1-2, MQTT-2.2.1-2]")
         tail = b""
     if protocol_level == 5:
-        if properties is NO_PROPERTIES or _publish_properties_empty(properties):
+        if properties is NO_PROPERTIES or properties.empty_for_publish():
             tail += EMPTY_PROPERTIES
         else:
             tail += encode_properties(properties, PacketType.PUBLISH)

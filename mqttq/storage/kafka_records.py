@@ -71,21 +71,9 @@ def pack_fields(tenant: str, message: Message) -> bytes:
             tenant_raw,
             _LENGTH.pack(len(topic_raw)),
             topic_raw,
-            encode_properties(props, PacketType.PUBLISH) if _has_any(props) else b"",
+            # The common case, a PUBLISH without properties, skips the encoder entirely.
+            b"" if props.empty_for_publish() else encode_properties(props, PacketType.PUBLISH),
         )
-    )
-
-
-def _has_any(props: Properties) -> bool:
-    # The common case, a PUBLISH without properties, skips the encoder entirely.
-    return not (
-        props.payload_format_indicator is None
-        and props.message_expiry_interval is None
-        and props.content_type is None
-        and props.response_topic is None
-        and props.correlation_data is None
-        and not props.user_properties
-        and not props.subscription_identifiers  # an APPLICATION client's delivery
     )
 
 
