@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's second command (and all that CI runs): install the Debian test services
-# when missing, refresh ./.venv with the test extras, then run ruff, mypy and pytest.
+# when missing, refresh ./.venv with the test and docs extras, then run ruff, mypy, the layers
+# contract (lint-imports), the docs build (mkdocs --strict) and pytest.
 # Every check runs even when an earlier one fails; the exit status is non-zero if any
 # failed. Arguments go to pytest, e.g. `./scripts/test.sh tests/unit -k trie`.
 set -euo pipefail
@@ -11,7 +12,7 @@ cd "$ROOT"
 source "$ROOT/scripts/run-local.sh"
 
 "$ROOT/scripts/install-services.sh"
-ensure_venv test,spark
+ensure_venv test,spark,docs
 # With a C compiler the install compiles the pure layers with mypyc (setup.py): the tests
 # then require it (tests/unit/test_build.py), so that a broken build cannot pass as pure Python.
 compiler=${CC:-cc}
@@ -32,9 +33,13 @@ check() {
     fi
 }
 
-check "ruff check" "$VENV/bin/ruff" check mqttq tests
-check "ruff format" "$VENV/bin/ruff" format --check mqttq tests
+check "ruff check" "$VENV/bin/ruff" check mqttq tests benchmarks docs/hooks
+check "ruff format" "$VENV/bin/ruff" format --check mqttq tests benchmarks docs/hooks
 check "mypy" "$VENV/bin/mypy"
+# The layers contract (.importlinter): imports point down the floors.
+check "lint-imports" "$VENV/bin/lint-imports"
+# The documentation site: a broken link or a page missing from the nav fails the build.
+check "mkdocs build" env NO_MKDOCS_2_WARNING=1 "$VENV/bin/mkdocs" build --strict --quiet --site-dir "$ROOT/site"
 if ((${#failed[@]} > 0)); then
     echo "==> failed so far: ${failed[*]} (running the tests anyway)" >&2
 fi
