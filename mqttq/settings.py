@@ -13,6 +13,11 @@ from pathlib import Path
 
 from mqttq.auth.rules import AclRule
 from mqttq.limits.quota import Quota
+from mqttq.protocol.connect import ConnectPolicy
+from mqttq.protocol.connection import ConnectionLimits
+
+_LIMITS = ConnectionLimits()
+_POLICY = ConnectPolicy()
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,33 +81,36 @@ class ListenerSettings:
 
 @dataclass(frozen=True, slots=True)
 class MqttSettings:
-    """`[mqtt]`: protocol limits and the capabilities advertised in CONNACK."""
+    """`[mqtt]`: protocol limits and the capabilities advertised in CONNACK.
 
-    max_keep_alive: int = 600
+    The defaults are the protocol layer's own (`ConnectionLimits`, what every connection
+    enforces and announces; `ConnectPolicy`, the CONNECT negotiation), not retyped here."""
+
+    max_keep_alive: int = _POLICY.max_keep_alive
     """Server keep alive cap in seconds; a larger (or 0) client value is replaced (5.0)."""
-    receive_maximum: int = 1024
+    receive_maximum: int = _LIMITS.receive_maximum
     """Server Receive Maximum: QoS>0 PUBLISHes a client may have unacknowledged."""
-    max_packet_size: int = 1_048_576
+    max_packet_size: int = _LIMITS.max_packet_size
     """Largest packet accepted from a client (bytes, whole packet)."""
-    topic_alias_maximum: int = 64
+    topic_alias_maximum: int = _LIMITS.topic_alias_maximum
     """Topic aliases a 5.0 client may use towards the broker; 0 disables."""
-    maximum_qos: int = 2
-    retain_available: bool = True
-    wildcard_subscription_available: bool = True
-    shared_subscription_available: bool = True
-    subscription_identifier_available: bool = True
+    maximum_qos: int = _LIMITS.maximum_qos
+    retain_available: bool = _LIMITS.retain_available
+    wildcard_subscription_available: bool = _POLICY.wildcard_subscription_available
+    shared_subscription_available: bool = _POLICY.shared_subscription_available
+    subscription_identifier_available: bool = _POLICY.subscription_identifier_available
     max_queued_messages: int = 10_000
     """Per-session limit of the persistent queue."""
     queue_full_policy: str = "drop_oldest"
     """drop_oldest | reject_new (see storage.ports.QueueFullPolicy)."""
     queue_qos0: bool = False
     """Also queue QoS 0 messages for offline persistent sessions."""
-    connect_timeout: float = 10.0
+    connect_timeout: float = _LIMITS.connect_timeout
     """Seconds a new TCP connection has to send CONNECT."""
-    max_session_expiry_interval: int = 0xFFFFFFFF
+    max_session_expiry_interval: int = _POLICY.max_session_expiry_interval
     """Cap on the Session Expiry Interval a client asks for (seconds)."""
-    max_client_id_length: int = 65535
-    allow_empty_client_id: bool = True
+    max_client_id_length: int = _POLICY.max_client_id_length
+    allow_empty_client_id: bool = _POLICY.allow_empty_client_id
     """Assign an id to a client that sends none (5.0, and 3.1.1 with clean session)."""
 
 
