@@ -11,12 +11,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from mqttq.bench.options import BenchError, BenchOptions
+from mqttq.bench.options import BenchError, BenchOptions, BenchUsageError
 from mqttq.bench.results import merge
 from mqttq.bench.scenarios import Plan
 from mqttq.bench.workers import ProgressCallback, Snapshot, run_bench
 
-__all__ = ["BenchError", "BenchOptions", "Plan", "Snapshot", "run_plan"]
+__all__ = ["BenchError", "BenchOptions", "BenchUsageError", "Plan", "Snapshot", "run_plan"]
 
 
 def run_plan(
@@ -24,8 +24,9 @@ def run_plan(
 ) -> dict[str, Any]:
     """Run `plan` against the broker in `options`; return the JSON-ready result.
 
-    Raises BenchError (one line, for the user) when the options are invalid or a worker
-    could not go on (broker unreachable, connection refused, subscription refused...).
+    Raises BenchUsageError when the options are invalid, BenchError (one line, for the
+    user) when a worker could not go on (broker unreachable, connection refused,
+    subscription refused...).
     """
     options.validate()
     busy = _machine_load()

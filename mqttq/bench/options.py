@@ -17,6 +17,10 @@ class BenchError(Exception):
     """A run cannot go on; the message is one line meant for the user."""
 
 
+class BenchUsageError(BenchError):
+    """An option is invalid: the run was refused before it started (the CLI exits 2)."""
+
+
 class ConnectFailed(BenchError):
     """The TCP connection or the MQTT CONNECT did not succeed."""
 
@@ -66,35 +70,39 @@ class BenchOptions:
         return self.node_ports[(index + shift) % len(self.node_ports)]
 
     def validate(self) -> None:
-        """Raise BenchError naming the first bad option."""
+        """Raise BenchUsageError naming the first bad option."""
         if self.qos not in (0, 1, 2):
-            raise BenchError(f"--qos must be 0, 1 or 2, got {self.qos}")
+            raise BenchUsageError(f"--qos must be 0, 1 or 2, got {self.qos}")
         if self.protocol not in (4, 5):
-            raise BenchError(f"--protocol must be 311 or 5, got {self.protocol}")
+            raise BenchUsageError(f"--protocol must be 311 or 5, got {self.protocol}")
         if self.payload < HEADER_SIZE:
-            raise BenchError(f"--payload must be at least {HEADER_SIZE} bytes, got {self.payload}")
+            raise BenchUsageError(
+                f"--payload must be at least {HEADER_SIZE} bytes, got {self.payload}"
+            )
         if self.rate < 0:
-            raise BenchError(f"--rate must be >= 0, got {self.rate}")
+            raise BenchUsageError(f"--rate must be >= 0, got {self.rate}")
         if self.duration is None and self.count is None:
-            raise BenchError("give --duration or --count")
+            raise BenchUsageError("give --duration or --count")
         if self.duration is not None and self.duration <= 0:
-            raise BenchError(f"--duration must be > 0, got {self.duration}")
+            raise BenchUsageError(f"--duration must be > 0, got {self.duration}")
         if self.count is not None and self.count <= 0:
-            raise BenchError(f"--count must be > 0, got {self.count}")
+            raise BenchUsageError(f"--count must be > 0, got {self.count}")
         if self.warmup < 0:
-            raise BenchError(f"--warmup must be >= 0, got {self.warmup}")
+            raise BenchUsageError(f"--warmup must be >= 0, got {self.warmup}")
         if self.inflight is not None and not 1 <= self.inflight <= 65535:
-            raise BenchError(f"--inflight must be in 1..65535, got {self.inflight}")
+            raise BenchUsageError(f"--inflight must be in 1..65535, got {self.inflight}")
         if self.drain_timeout <= 0:
-            raise BenchError(f"--drain-timeout must be > 0, got {self.drain_timeout}")
+            raise BenchUsageError(f"--drain-timeout must be > 0, got {self.drain_timeout}")
         if not 1 <= self.port <= 65535:
-            raise BenchError(f"--port must be in 1..65535, got {self.port}")
+            raise BenchUsageError(f"--port must be in 1..65535, got {self.port}")
         if any(not 1 <= port <= 65535 for port in self.node_ports):
-            raise BenchError(f"--node-ports must be in 1..65535, got {self.node_ports}")
+            raise BenchUsageError(f"--node-ports must be in 1..65535, got {self.node_ports}")
         if self.workers < 0:
-            raise BenchError(f"--workers must be >= 0, got {self.workers}")
+            raise BenchUsageError(f"--workers must be >= 0, got {self.workers}")
         if not self.topic_prefix or any(c in self.topic_prefix for c in "+#\x00"):
-            raise BenchError(f"--topic-prefix must be a plain topic level: {self.topic_prefix!r}")
+            raise BenchUsageError(
+                f"--topic-prefix must be a plain topic level: {self.topic_prefix!r}"
+            )
 
     def window(self) -> int:
         """The in-flight window of each publisher before the broker's Receive Maximum caps it.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
-from mqttq.bench.options import BenchError
+from mqttq.bench.options import BenchUsageError
 
 SCENARIOS = ("p2p", "fan-in", "fan-out", "persistent", "shared")
 
@@ -80,9 +80,9 @@ def _ids(run_id: str, role: str, index: int) -> str:
 
 def _require(name: str, value: int, minimum: int = 1) -> None:
     if value < minimum:
-        raise BenchError(f"--{name} must be at least {minimum}, got {value}")
+        raise BenchUsageError(f"--{name} must be at least {minimum}, got {value}")
     if value > 1_000_000:
-        raise BenchError(f"--{name} must be at most 1000000, got {value}")
+        raise BenchUsageError(f"--{name} must be at most 1000000, got {value}")
 
 
 def p2p(prefix: str, pairs: int, run_id: str | None = None) -> Plan:
@@ -165,7 +165,7 @@ def shared(
     _require("publishers", publishers)
     _require("subscribers", subscribers)
     if not group or any(c in group for c in "/+#"):
-        raise BenchError(f"--group must not be empty nor contain '/', '+' or '#': {group!r}")
+        raise BenchUsageError(f"--group must not be empty nor contain '/', '+' or '#': {group!r}")
     run = run_id or new_run_id()
     base = f"{prefix}/{run}/shared"
     return Plan(

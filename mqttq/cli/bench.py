@@ -2,8 +2,9 @@
 
 Each command builds a scenario plan and shared options, runs it with live progress on
 stderr, and prints a summary (or, with --json, only the result JSON) on stdout.
-Exit status: 0 when the run completed (its warnings are in the result), 1 when it could
-not run (broker unreachable, refused, bad option), with one line on stderr.
+Exit status: 0 when the run completed (its warnings are in the result), 2 for a bad option
+and 1 when it could not run (broker unreachable, refused), each with one `mqttq: error:`
+line on stderr.
 """
 
 from __future__ import annotations
@@ -11,14 +12,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
 
-from mqttq.bench import BenchError, BenchOptions, Plan, run_plan
+from mqttq.bench import BenchError, BenchOptions, BenchUsageError, Plan, run_plan
 from mqttq.bench import scenarios as sc
 from mqttq.bench.report import LiveProgress, render, to_json
+from mqttq.cli.errors import EXIT_CONFIG, EXIT_FAILURE, print_error
 
 bench_app = typer.Typer(
     name="bench",
@@ -28,12 +30,16 @@ bench_app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-_PROTOCOLS = {"311": 4, "3.1.1": 4, "4": 4, "5": 5, "5.0": 5}
+_PROTOCOLS = {"311": 4, "3.1.1": 4, "5": 5, "5.0": 5}
+"""--protocol's values -> the CONNECT protocol level. The levels themselves are refused:
+`--protocol 4` would read as "MQTT 4" and `3` (MQTT 3.1) is not spoken by the bench."""
 
 Host = Annotated[str, typer.Option(help="Broker host.")]
 Port = Annotated[int, typer.Option(help="Broker MQTT port.")]
 Qos = Annotated[int, typer.Option(min=0, max=2, help="QoS of publishes and subscriptions.")]
-Protocol = Annotated[str, typer.Option(help="MQTT version: 311 or 5.")]
+Protocol = Annotated[
+    str, typer.Option(metavar="VERSION", help="MQTT version: 311 (or 3.1.1) or 5 (or 5.0).")
+]
 PayloadSize = Annotated[
     int, typer.Option("--payload", help="Payload size in bytes (at least 19, the header).")
 ]
@@ -69,14 +75,20 @@ Subscribers = Annotated[int, typer.Option(help="Number of subscribers.")]
 
 
 def _options(**values: Any) -> BenchOptions:
-    protocol = _PROTOCOLS.get(str(values.pop("protocol")).strip())
+    given = str(values.pop("protocol")).strip()
+    protocol = _PROTOCOLS.get(given)
     if protocol is None:
-        raise BenchError("--protocol must be 311 or 5")
+        raise BenchUsageError(f"--protocol must be 311 (or 3.1.1) or 5 (or 5.0), got {given!r}")
     duration = values.pop("duration")
     count = values.get("count")
     if duration is None and count is None:
         duration = 10.0
     return BenchOptions(protocol=protocol, duration=duration, **values)
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    print_error(message)
+    raise typer.Exit(code)
 
 
 def _execute(
@@ -100,9 +112,10 @@ def _execute(
             with LiveProgress(err, label) as live:
                 result = run_plan(plan, options, live.update)
         result["warnings"][:0] = warnings
+    except BenchUsageError as exc:
+        _fail(str(exc), EXIT_CONFIG)
     except BenchError as exc:
-        err.print(str(exc), markup=False, highlight=False)
-        raise typer.Exit(1) from None
+        _fail(str(exc), EXIT_FAILURE)
     text = to_json(result)
     if output is not None:
         output.write_text(text + "\n", encoding="utf-8")
@@ -155,8 +168,7 @@ def p2p(
     try:
         ports = tuple(int(p) for p in node_ports.split(",") if p.strip())
     except ValueError:
-        Console(stderr=True).print(f"--node-ports: expected P1,P2,..., got {node_ports!r}")
-        raise typer.Exit(1) from None
+        _fail(f"--node-ports: expected P1,P2,..., got {node_ports!r}", EXIT_CONFIG)
     _execute(
         lambda prefix: sc.p2p(prefix, pairs),
         json_only,

@@ -2,8 +2,10 @@
 
 Where: `--redis URL` (`--cluster` when it names a Redis Cluster node) and `--key-prefix`,
 or the `[redis]` section (url, cluster, key_prefix) of a broker.toml given with `--config`;
-the flags win. Every command prints a table, or JSON with `--json`. Redis unreachable: one
-line on stderr and exit 1; a value that cannot be read is reported and the command goes on.
+the flags win over `MQTTQ_REDIS__*` variables, which win over the file. Every command prints
+a table, or JSON with `--json`. A bad URL or value is checked as `mqttq serve` checks it: one
+line on stderr and exit 2. Redis unreachable: one line on stderr and exit 1; a value that
+cannot be read is reported and the command goes on.
 The logic lives in `mqttq.storage.redis_sessions`.
 """
 
@@ -11,8 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
-import tomllib
 from collections.abc import Coroutine, Sequence
 from enum import StrEnum
 from pathlib import Path
@@ -24,6 +26,8 @@ from rich.progress import Progress, SpinnerColumn, TextColumn
 from rich.table import Table
 
 from mqttq.cli.errors import EXIT_CONFIG, EXIT_FAILURE, print_error
+from mqttq.config import load_settings
+from mqttq.errors import ConfigError
 from mqttq.storage.redis_sessions import (
     RedisSessionsError,
     RedisTarget,
@@ -52,17 +56,16 @@ RedisOption = Annotated[
     typer.Option(
         "--redis",
         metavar="URL",
-        envvar="MQTTQ_REDIS__URL",
-        help=f"redis://HOST:PORT/DB of the Redis holding the sessions "
-        f"(else the url of --config's redis section, else {DEFAULT_URL}).",
+        help=f"redis://HOST:PORT/DB of the Redis holding the sessions (else MQTTQ_REDIS__URL, "
+        f"else the url of --config's [redis] section, else {DEFAULT_URL}).",
     ),
 ]
 ClusterOption = Annotated[
     bool | None,
     typer.Option(
         "--cluster/--no-cluster",
-        envvar="MQTTQ_REDIS__CLUSTER",
-        help="The URL names a node of a Redis Cluster (else the cluster key of --config).",
+        help="The URL names a node of a Redis Cluster (else MQTTQ_REDIS__CLUSTER, else the "
+        "cluster key of --config).",
     ),
 ]
 PrefixOption = Annotated[
@@ -70,8 +73,8 @@ PrefixOption = Annotated[
     typer.Option(
         "--key-prefix",
         metavar="PREFIX",
-        envvar="MQTTQ_REDIS__KEY_PREFIX",
-        help="The prefix before every key (else the key_prefix of --config, else none).",
+        help="The prefix before every key (else MQTTQ_REDIS__KEY_PREFIX, else the key_prefix "
+        "of --config, else none).",
     ),
 ]
 ConfigOption = Annotated[
@@ -104,24 +107,18 @@ class SortKey(StrEnum):
 def resolve_target(
     redis: str | None, cluster: bool | None, key_prefix: str | None, config: Path | None
 ) -> RedisTarget:
-    """The flags, completed from the [redis] section of `config`, then from the defaults."""
-    section: dict[str, Any] = {}
-    if config is not None:
-        try:
-            section = tomllib.loads(config.read_text(encoding="utf-8")).get("redis", {})
-        except OSError as exc:
-            _fail(f"cannot read the config file {config}: {exc.strerror}", EXIT_CONFIG)
-        except tomllib.TOMLDecodeError as exc:
-            _fail(f"config file {config}: {exc}", EXIT_CONFIG)
-    url = redis if redis is not None else section.get("url", DEFAULT_URL)
-    use_cluster = cluster if cluster is not None else section.get("cluster", False)
-    prefix = key_prefix if key_prefix is not None else section.get("key_prefix", "")
-    for key, value, kind in (("url", url, str), ("cluster", use_cluster, bool)):
-        if not isinstance(value, kind):
-            _fail(f"config key 'redis.{key}': must be {kind.__name__}, got {value!r}", EXIT_CONFIG)
-    if not isinstance(prefix, str):
-        _fail(f"config key 'redis.key_prefix': must be str, got {prefix!r}", EXIT_CONFIG)
-    return RedisTarget(url, use_cluster, prefix)
+    """The flags, completed from the [redis] section of `config`, then from the defaults.
+
+    Read and checked as `mqttq serve` reads them (`load_settings`): a bad URL, value or
+    file is one line on stderr and exit 2, before any connection is tried.
+    """
+    overrides = {"redis.url": redis, "redis.cluster": cluster, "redis.key_prefix": key_prefix}
+    try:
+        settings = load_settings(config, os.environ, overrides)
+    except ConfigError as exc:
+        _fail(str(exc), EXIT_CONFIG)
+    section = settings.redis
+    return RedisTarget(section.url, section.cluster, section.key_prefix)
 
 
 def _fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
@@ -224,7 +221,10 @@ def ls_command(
         typer.Option("--pattern", metavar="GLOB", help="Only client ids matching this glob."),
     ] = None,
     sort: Annotated[
-        SortKey, typer.Option("--sort", help="client (id), pending (most first), age (oldest).")
+        SortKey,
+        typer.Option(
+            "--sort", metavar="KEY", help="client (by id), pending (most first) or age (oldest)."
+        ),
     ] = SortKey.client,
     as_json: JsonOption = False,
     application: ApplicationOption = False,
