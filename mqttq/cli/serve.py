@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 from collections.abc import Coroutine, Mapping
+from dataclasses import fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -21,11 +22,12 @@ from rich.console import Console
 from rich.text import Text
 
 from mqttq import build
+from mqttq.cli.data_dir_lock import DataDirLock, lock_data_dir
 from mqttq.cli.errors import explain, print_error
 from mqttq.cli.ready_file import write_ready_file
 from mqttq.cli.serve_admin import AdminHandle, open_auth_store, reload_limits, start_admin
 from mqttq.cli.serve_cluster import start_heartbeat
-from mqttq.cli.serve_workers import check_workers, run_workers
+from mqttq.cli.serve_workers import WORKER_ENV, check_workers, run_workers
 from mqttq.config import Settings, load_settings
 from mqttq.errors import MqttqError
 from mqttq.heap import settle_heap
@@ -50,6 +52,13 @@ SERVE_HELP = (
     "Settings come from the defaults, then --config, then MQTTQ_<SECTION>__<KEY> "
     "environment variables, then these flags."
 )
+CONFIG_HELP = (
+    "TOML file with the sections "
+    + ", ".join(f"[{section.name}]" for section in fields(Settings))
+    + " (some with subsections, such as [listener.tls]). "
+    "Without it mqttq runs embedded on its defaults."
+)
+"""--config's help, its section list read from the settings tree (never a stale count)."""
 
 
 def serve(
@@ -62,8 +71,7 @@ def serve(
             envvar="MQTTQ_CONFIG",
             show_envvar=True,
             metavar="PATH",
-            help="TOML file with listener, mqtt, storage and log sections. "
-            "Without it mqttq runs embedded on its defaults.",
+            help=CONFIG_HELP,
         ),
     ] = None,
     host: Annotated[
@@ -88,7 +96,8 @@ def serve(
         str | None,
         typer.Option(
             metavar="DIR",
-            help="Directory of the embedded SQLite database (created if missing). "
+            help="Directory of the embedded SQLite database (created if missing); one "
+            "broker at a time (a second one on it exits 1). "
             "Config key storage.data_dir, env MQTTQ_STORAGE__DATA_DIR; default ./mqttq-data.",
         ),
     ] = None,
@@ -132,8 +141,9 @@ def serve(
 ) -> None:
     """Run the broker until SIGTERM or SIGINT, then shut down and exit 0 (`SERVE_HELP`).
 
-    A configuration error exits 2 and any other error a user can fix exits 1, each with
-    one line on stderr.
+    Holds the data dir's lock (mqttq.cli.data_dir_lock) throughout: a second broker on the
+    same data dir exits 1. A configuration error exits 2 and any other error a user can fix
+    exits 1, each with one line on stderr.
     """
     overrides: dict[str, object] = {
         "listener.host": host,
@@ -143,17 +153,19 @@ def serve(
         "log.format": log_format,
     }
     settings: Settings | None = None
+    lock: DataDirLock | None = None
 
     try:
         settings = load_settings(config, os.environ, overrides)
         configure_logging(settings.log.level, settings.log.format)
         check_workers(settings, workers)
+        lock = lock_data_dir(settings.storage.data_dir)
         if workers > 1:
-            code = run_workers(settings, workers, config, ready_file)
+            code = run_workers(settings, workers, config, ready_file, announce=announces(settings))
             if code != 0:
                 raise typer.Exit(code)
             return
-        run_broker(settings, ready_file=ready_file, announce=sys.stderr.isatty(), config=config)
+        run_broker(settings, ready_file=ready_file, announce=announces(settings), config=config)
     except typer.Exit:
         raise
     except Exception as exc:
@@ -164,6 +176,25 @@ def serve(
         log.debug("serve failed", exc_info=True)
         print_error(message)
         raise typer.Exit(exit_code) from None
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def announces(settings: Settings, *, terminal: bool | None = None) -> bool:
+    """Whether `serve` prints its one `listening on ...` line on stderr: always at the
+    default log level (warning), whether stderr is a terminal or not; at info and debug
+    only on a terminal (elsewhere the "listening" log record says it, and a JSON log stays
+    JSON); never at error and critical (asked to be quiet), nor in a `--workers` worker
+    (its supervisor prints the line for all). `terminal` defaults to stderr's."""
+    if os.environ.get(WORKER_ENV):
+        return False
+    level = settings.log.level.lower()
+    if level == "warning":
+        return True
+    if level in ("debug", "info"):
+        return sys.stderr.isatty() if terminal is None else terminal
+    return False
 
 
 def run_broker(
@@ -333,7 +364,8 @@ async def _serve(
             extra={
                 "host": settings.listener.host,
                 "port": broker.port,
-                "mode": "kafka log" if settings.storage.log == "kafka" else "embedded",
+                "mode": mode_of(settings),
+                "data_dir": str(settings.storage.data_dir.absolute()),
                 "listeners": broker.ports,
                 "build": build.describe(),
             },
@@ -375,16 +407,24 @@ async def _release_after_failed_start(broker: Broker) -> None:
         log.debug("shutdown after a failed start also failed", exc_info=True)
 
 
+def mode_of(settings: Settings) -> str:
+    """`distributed` when the Kafka message log is on, else `embedded`."""
+    return "distributed" if settings.storage.log == "kafka" else "embedded"
+
+
 def _announce(settings: Settings, ports: Mapping[str, int]) -> None:
+    """`mqttq listening on HOST:PORT (MODE, data dir DIR)[; also tls HOST:PORT, ...]`, one
+    line on stderr (the address in bold on a terminal)."""
     host = settings.listener.host
     shown = f"[{host}]" if ":" in host else host
     address = f"{shown}:{ports.get('tcp', 0)}"
     others = ", ".join(f"{name} {shown}:{port}" for name, port in ports.items() if name != "tcp")
+    where = f"data dir {settings.storage.data_dir.absolute()}"
     if settings.storage.backend == "memory":
-        where = "in memory: nothing survives a restart"
-    else:
-        where = f"data dir {settings.storage.data_dir.absolute()}"
-    line = Text.assemble("mqttq listening on ", (address, "bold"), f" (embedded, {where})")
+        where += ", sessions in memory: nothing survives a restart"
+    line = Text.assemble(
+        "mqttq listening on ", (address, "bold"), f" ({mode_of(settings)}, {where})"
+    )
     if others:
         line.append(f"; also {others}")
     Console(stderr=True, soft_wrap=True, highlight=False).print(line)

@@ -36,10 +36,13 @@ from mqttq.config import Settings
 from mqttq.errors import ConfigError
 from mqttq.settings import node_id_of
 
-__all__ = ["check_workers", "run_workers", "worker_node_id"]
+__all__ = ["WORKER_ENV", "check_workers", "run_workers", "worker_node_id"]
 
 log = logging.getLogger("mqttq.cli.serve")
 
+WORKER_ENV: Final = "MQTTQ_WORKER"
+"""Set (to the worker's index) in a worker's environment: the worker then leaves the
+`listening on` line to its supervisor. Not a setting (no `__` in the name)."""
 _PR_SET_PDEATHSIG: Final = 1
 _POLL: Final = 0.05
 
@@ -71,10 +74,17 @@ class _Worker:
 
 
 def run_workers(
-    settings: Settings, workers: int, config: Path | None, ready_file: Path | None
+    settings: Settings,
+    workers: int,
+    config: Path | None,
+    ready_file: Path | None,
+    *,
+    announce: bool = False,
 ) -> int:
     """Start `workers` worker processes, supervise them until all have stopped; the exit
-    code (see the module docstring)."""
+    code (see the module docstring). Once all listen, writes `ready_file` and, when
+    `announce`, one `mqttq listening on HOST:PORT (distributed, N workers ...)` line on
+    stderr (the workers print none)."""
     listener = settings.listener
     holder: socket.socket | None = None
     port = listener.port
@@ -86,6 +96,12 @@ def run_workers(
         holder.bind((listener.host, 0))
         port = holder.getsockname()[1]
     base = node_id_of(replace(settings, listener=replace(listener, port=port)))
+    shown = f"[{listener.host}]" if ":" in listener.host else listener.host
+    line = (
+        f"mqttq listening on {shown}:{port} (distributed, {workers} workers "
+        f"{worker_node_id(base, 0)}..{worker_node_id(base, workers - 1)}, data dirs "
+        f"{settings.storage.data_dir.absolute()}/w0..w{workers - 1})"
+    )
     started: list[_Worker] = []
     stopping = False
 
@@ -110,8 +126,7 @@ def run_workers(
             started,
             lambda: stopping,
             lambda: forward(signal.SIGTERM, None, once=True),
-            ready_file,
-            port,
+            lambda: _announce_ready(started, ready_file, port, line if announce else None),
         )
     finally:
         for signum, handler in previous.items():
@@ -141,6 +156,7 @@ def _start(settings: Settings, config: Path | None, base: str, index: int, port:
             "MQTTQ_CLUSTER__NODE_ID": node_id,
             "MQTTQ_LISTENER__REUSE_PORT": "true",
             "MQTTQ_ADMIN__PORT": str(admin_port),
+            WORKER_ENV: str(index),
         }
     )
     process = subprocess.Popen(
@@ -164,11 +180,10 @@ def _supervise(
     workers: list[_Worker],
     is_stopping: Callable[[], bool],
     stop_all: Callable[[], None],
-    ready_file: Path | None,
-    port: int,
+    on_ready: Callable[[], None],
 ) -> int:
-    """Poll the workers until all have exited; a worker that exits before all are ready
-    stops the others (the cluster never came up)."""
+    """Poll the workers until all have exited, calling `on_ready` once all listen; a
+    worker that exits before all are ready stops the others (the cluster never came up)."""
     failed = False
     announced = False
     while any(worker.exit_code is None for worker in workers):
@@ -201,7 +216,7 @@ def _supervise(
             )
         if not announced and all(w.ready_file.exists() for w in workers if w.exit_code is None):
             announced = True
-            _announce_ready(workers, ready_file, port)
+            on_ready()
         time.sleep(_POLL)
     return 1 if failed else 0
 
@@ -213,7 +228,9 @@ def _how_it_ended(code: int) -> str:
     return f"exited with code {code}"
 
 
-def _announce_ready(workers: list[_Worker], ready_file: Path | None, port: int) -> None:
+def _announce_ready(
+    workers: list[_Worker], ready_file: Path | None, port: int, line: str | None
+) -> None:
     pids = []
     for worker in workers:
         with contextlib.suppress(OSError, ValueError):
@@ -221,6 +238,6 @@ def _announce_ready(workers: list[_Worker], ready_file: Path | None, port: int) 
     log.info("workers listening", extra={"port": port, "workers": pids})
     if ready_file is not None:
         write_ready_file(ready_file, os.getpid(), port)
-    if sys.stderr.isatty():
-        nodes = ", ".join(w.node_id for w in workers)
-        sys.stderr.write(f"mqttq listening on port {port} with {len(workers)} workers ({nodes})\n")
+    if line is not None:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
