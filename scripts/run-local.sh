@@ -8,7 +8,10 @@
 # install depends on changed since the last one: pyproject.toml, setup.py, the sources mypyc
 # compiles, MQTTQ_COMPILE. Set PYTHON to use another interpreter.
 #
-# Sourcing this file only defines `ensure_venv` (scripts/test.sh uses it).
+# Prints what it does while installing (the step, pip's progress, a line every 15 s while
+# mypyc compiles), then the broker prints one `mqttq listening on ...` line.
+#
+# Sourcing this file only defines `ensure_venv` and its helpers (scripts/test.sh uses it).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -55,10 +58,51 @@ ensure_venv() {
         "$VENV/bin/python" "$ROOT/mqttq/build.py" --fresh; then
         return 0
     fi
-    echo "installing mqttq${extras:+[$extras]} into $VENV" >&2
-    "$VENV/bin/python" -m pip install --quiet -e "$target"
+    install_notice "$extras" "$(wc -w <<<"$sources")" >&2
+    # pip's own lines (what it fetches, the build, what it installed) show progress; its
+    # per-package "already satisfied" chatter does not. Errors (stderr) are never filtered.
+    with_heartbeat "installing mqttq" "$VENV/bin/python" -m pip install --progress-bar off \
+        -e "$target" | { grep --line-buffered -E "$PIP_PROGRESS" || true; } >&2
     "$VENV/bin/python" "$ROOT/mqttq/build.py" >&2 # compiled or pure: pip hides the build output
     echo "$digest ${extras:-}" >"$stamp"
+}
+
+PIP_PROGRESS='^(Collecting|Downloading|Building|Successfully installed)'
+# Seconds between the "still ..." lines of `with_heartbeat`.
+HEARTBEAT_SECONDS=${HEARTBEAT_SECONDS:-15}
+
+# `install_notice EXTRAS N`: the line saying what the install does and how long it takes,
+# N being the number of modules mypyc compiles (unless MQTTQ_COMPILE=0).
+install_notice() {
+    local extras=$1 modules=$2
+    if [[ ${MQTTQ_COMPILE:-1} == 0 ]]; then
+        echo "installing mqttq${extras:+[$extras]} into $VENV: its dependencies, then mqttq" \
+            "as pure Python (MQTTQ_COMPILE=0); about a minute"
+    else
+        echo "installing mqttq${extras:+[$extras]} into $VENV: its dependencies, then mypyc" \
+            "compiles $modules modules to C (2-4 minutes on a first run; MQTTQ_COMPILE=0" \
+            "installs pure Python at once)"
+    fi
+}
+
+# `with_heartbeat WHAT COMMAND...`: run COMMAND, printing "  ... still WHAT (N s)" on
+# stderr every HEARTBEAT_SECONDS while it runs; its exit status is COMMAND's.
+with_heartbeat() {
+    local what=$1 status=0
+    shift
+    (
+        elapsed=0
+        while sleep "$HEARTBEAT_SECONDS"; do
+            elapsed=$((elapsed + HEARTBEAT_SECONDS))
+            echo "  ... still $what (${elapsed} s)"
+        done
+    ) >&2 & # not on stdout: that may be a pipe, which its sleep would hold open
+
+    local beat=$!
+    "$@" || status=$?
+    kill "$beat" 2>/dev/null || true
+    wait "$beat" 2>/dev/null || true
+    return "$status"
 }
 
 if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
