@@ -27,7 +27,7 @@ from tests.integration.test_limits import (
 from tests.integration.waiting import BrokerFactory, BrokerUnderTest, wait_for
 from tests.integration.wire import RC
 
-pytestmark = pytest.mark.mqttq_only
+pytestmark = [pytest.mark.mqttq_only, pytest.mark.broker_process]  # SIGHUP
 
 
 def config_file(broker: BrokerUnderTest) -> Path:

@@ -13,7 +13,7 @@ from tests.integration.helpers import Clients
 from tests.integration.waiting import BrokerFactory, wait_for
 from tests.integration.wire import RC
 
-pytestmark = pytest.mark.mqttq_only
+pytestmark = [pytest.mark.mqttq_only, pytest.mark.broker_process]  # SIGHUP
 
 
 def test_credentials_and_quotas_are_shared_through_postgres(

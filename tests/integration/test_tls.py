@@ -243,6 +243,7 @@ def served_common_name(port: int, cafile: Path) -> str:
     return next(value for rdn in cert["subject"] for key, value in rdn if key == "commonName")
 
 
+@pytest.mark.broker_process
 def test_sighup_reloads_certificates_without_dropping_clients(
     broker_factory: BrokerFactory, tmp_path: Path
 ) -> None:
