@@ -5,8 +5,7 @@ start: never one per test) and stopped at the end. Tests share it: each one uses
 topic prefix (`kafka_prefix`) instead of wiping the node. `kafka_factory`: private nodes for
 tests that stop or restart Kafka, stopped at teardown.
 
-Registered by importing them into a conftest (`from tests.kafka_fixtures import kafka,
-kafka_factory, kafka_prefix  # noqa: F401`), as tests/redis/conftest.py does for Redis.
+Registered once, by `pytest_plugins` in tests/conftest.py.
 """
 
 from __future__ import annotations

@@ -11,7 +11,8 @@ authentication, and durability off (fsync, full page writes): a test database ne
 crash safety, and it makes the setup fast.
 
 `postgres_server` (session scope) is the server; `postgres_url` gives each test a fresh,
-empty database on it. Registered by importing them into a conftest (see tests/migrate).
+empty database on it. Registered once, by
+`pytest_plugins` in tests/conftest.py.
 """
 
 from __future__ import annotations

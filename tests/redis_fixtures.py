@@ -4,8 +4,7 @@ One standalone server and one 3-master cluster per test session, started on firs
 stopped at the end; each test gets them flushed (`redis_url`, `redis_cluster_url`). A test
 that stops or restarts Redis takes its own server from `redis_factory`.
 
-Registered by importing them into tests/redis/conftest.py (pytest refuses `pytest_plugins`
-in a conftest below the root one when the whole suite runs).
+Registered once, by `pytest_plugins` in tests/conftest.py.
 """
 
 from __future__ import annotations

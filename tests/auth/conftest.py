@@ -1,8 +1,7 @@
 """Fixtures of the AuthStore contract suite: every adapter, each test on fresh storage.
 
-A real PostgreSQL (tests/postgres_fixtures.py), imported here because pytest refuses
-`pytest_plugins` in a conftest below the root one; it starts only when a PostgreSQL case
-runs.
+A real PostgreSQL (tests/postgres_fixtures.py, a plugin of the root conftest); it starts
+only when a PostgreSQL case runs.
 """
 
 from __future__ import annotations
@@ -14,9 +13,8 @@ import pytest
 from mqttq.auth.ports import AuthStore
 from mqttq.auth.postgres_store import PostgresAuthStore
 from mqttq.auth.sqlite_store import SqliteAuthStore
-from tests.postgres_fixtures import postgres_server, postgres_url
 
-__all__ = ["AuthStoreFactory", "make_auth_store", "postgres_server", "postgres_url"]
+__all__ = ["AuthStoreFactory", "make_auth_store"]
 
 
 class AuthStoreFactory:

@@ -10,11 +10,9 @@ import pytest
 from tests.cluster.cluster_helpers import start_nodes
 from tests.conftest import BrokerProcess
 from tests.integration.waiting import BrokerFactory
-from tests.kafka_fixtures import kafka, kafka_factory, kafka_prefix
 from tests.kafka_service import KafkaServer
-from tests.redis_fixtures import redis_server, redis_url
 
-__all__ = ["kafka", "kafka_factory", "kafka_prefix", "nodes", "redis_server", "redis_url"]
+__all__ = ["nodes"]
 
 Nodes = Callable[..., list[BrokerProcess]]
 

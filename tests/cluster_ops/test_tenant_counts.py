@@ -19,9 +19,6 @@ from tests.integration.test_limits import connect as connect_client
 from tests.integration.waiting import BrokerFactory, BrokerUnderTest, wait_for
 from tests.integration.wire import RC
 from tests.kafka_service import KafkaServer
-from tests.redis_fixtures import redis_cluster, redis_cluster_url
-
-__all__ = ["redis_cluster", "redis_cluster_url"]
 
 pytestmark = [pytest.mark.mqttq_only, pytest.mark.slow]
 

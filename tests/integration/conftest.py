@@ -1,13 +1,11 @@
-"""Fixtures for the end-to-end tests (the broker fixtures live in tests/conftest.py)."""
+"""Fixtures for the end-to-end tests (the broker fixtures live in tests/conftest.py, the
+services' in the plugins it names)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 import pytest
-
-# A real PostgreSQL for the tests that need one (started on first use, once per session).
-from tests.postgres_fixtures import postgres_server, postgres_url
 
 from .helpers import (
     Bystander,
@@ -16,8 +14,6 @@ from .helpers import (
 from .waiting import (
     BrokerUnderTest,
 )
-
-__all__ = ["postgres_server", "postgres_url"]
 
 
 @pytest.fixture

@@ -7,19 +7,9 @@ import pytest
 
 from tests.conftest import BrokerFactory, BrokerProcess
 from tests.kafka_app.app_helpers import add_app_credential, kafka_config
-from tests.kafka_fixtures import kafka, kafka_factory, kafka_prefix
 from tests.kafka_service import KafkaServer
-from tests.postgres_fixtures import postgres_server, postgres_url
 
-__all__ = [
-    "AppBrokerFactory",
-    "app_broker",
-    "kafka",
-    "kafka_factory",
-    "kafka_prefix",
-    "postgres_server",
-    "postgres_url",
-]
+__all__ = ["AppBrokerFactory", "app_broker"]
 
 
 class AppBrokerFactory:

@@ -1,8 +1,8 @@
 """Fixtures of the Spark tests: ONE SparkSession for the whole pytest run (one SparkContext
 per process is all Spark allows), on `local-cluster[2,1,1024]` so that executors are
 separate JVMs with their own Python workers: serialization and per-partition connections
-are proven, not only threads. Real PostgreSQL and Redis come from the shared fixtures,
-imported here because pytest refuses `pytest_plugins` in a conftest below the root one.
+are proven, not only threads. Real PostgreSQL and Redis come from the shared fixtures
+(the root conftest's `pytest_plugins`).
 
 pyspark missing is a failure with the install hint, never a silent skip.
 """
@@ -22,21 +22,11 @@ from mqttq.spark.session import (
     build_session,
     require_pyspark,
 )
-from tests.postgres_fixtures import postgres_server, postgres_url
-from tests.redis_fixtures import redis_cluster, redis_cluster_url, redis_server, redis_url
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = [
-    "postgres_server",
-    "postgres_url",
-    "redis_cluster",
-    "redis_cluster_url",
-    "redis_server",
-    "redis_url",
-    "spark",
-]
+__all__ = ["spark"]
 
 TEST_MASTER = "local-cluster[2,1,1024]"
 
