@@ -1,0 +1,111 @@
+"""`Delivery`: one message as an integration hands it to a sink, and its JSON envelope."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+ENVELOPE_FIELDS: Final = (
+    "topic",
+    "payload",
+    "payload_encoding",
+    "qos",
+    "retain",
+    "client_id",
+    "tenant",
+    "timestamp",
+    "user_properties",
+    "content_type",
+    "response_topic",
+    "correlation_data",
+    "message_expiry_interval",
+)
+"""The keys of `envelope()`, in the order they are written (templates may name them)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One message for a sink: what a publisher sent, who sent it, where and when.
+
+    `seq` orders the deliveries of one integration (it only grows; a sink that must
+    deduplicate after a redelivery can key on it with the integration's name).
+    """
+
+    topic: str
+    payload: bytes
+    qos: int = 1
+    retain: bool = False
+    client_id: str = ""
+    tenant: str = "default"
+    timestamp_ms: int = 0
+    """When the broker accepted the message (unix milliseconds)."""
+    user_properties: tuple[tuple[str, str], ...] = ()
+    content_type: str | None = None
+    response_topic: str | None = None
+    correlation_data: bytes | None = None
+    message_expiry_interval: int | None = None
+    seq: int = 0
+    extra: Mapping[str, str] = field(default_factory=dict)
+    """Sink-independent annotations (an event's kind for client events)."""
+
+    def payload_text(self) -> str | None:
+        """The payload as text when it is valid UTF-8, else None."""
+        try:
+            return self.payload.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+
+    def topic_level(self, index: int) -> str:
+        """Level `index` of the topic (1-based, as templates count), "" past the end."""
+        levels = self.topic.split("/")
+        return levels[index - 1] if 0 < index <= len(levels) else ""
+
+
+def envelope(delivery: Delivery, *, payload_encoding: str = "auto") -> dict[str, Any]:
+    """The JSON object a sink writes for one delivery.
+
+    `payload` is UTF-8 text when the payload is valid UTF-8 (`payload_encoding` "auto", the
+    default) and base64 otherwise, with `"payload_encoding": "base64"`; "base64" always
+    encodes. `timestamp` is unix milliseconds. Absent MQTT 5 properties are left out.
+    """
+    text = delivery.payload_text() if payload_encoding == "auto" else None
+    body: dict[str, Any] = {"topic": delivery.topic}
+    if text is not None:
+        body["payload"] = text
+    else:
+        body["payload"] = base64.b64encode(delivery.payload).decode("ascii")
+        body["payload_encoding"] = "base64"
+    body["qos"] = delivery.qos
+    body["retain"] = delivery.retain
+    body["client_id"] = delivery.client_id
+    body["tenant"] = delivery.tenant
+    body["timestamp"] = delivery.timestamp_ms
+    if delivery.user_properties:
+        body["user_properties"] = [[k, v] for k, v in delivery.user_properties]
+    if delivery.content_type is not None:
+        body["content_type"] = delivery.content_type
+    if delivery.response_topic is not None:
+        body["response_topic"] = delivery.response_topic
+    if delivery.correlation_data is not None:
+        body["correlation_data"] = base64.b64encode(delivery.correlation_data).decode("ascii")
+    if delivery.message_expiry_interval is not None:
+        body["message_expiry_interval"] = delivery.message_expiry_interval
+    body.update(delivery.extra)
+    return body
+
+
+def payload_from_envelope(body: Mapping[str, Any]) -> bytes:
+    """The payload bytes of an envelope made by `envelope` (the inverse, for tests and the
+    dead-letter reader). Raises ValueError on a body that is not such an envelope."""
+    payload = body.get("payload")
+    if not isinstance(payload, str):
+        raise ValueError("envelope without a string 'payload'")
+    if body.get("payload_encoding") == "base64":
+        try:
+            return base64.b64decode(payload, validate=True)
+        except binascii.Error as exc:
+            raise ValueError(f"payload is not base64: {exc}") from exc
+    return payload.encode("utf-8")
