@@ -1,15 +1,13 @@
 """RealBroker: an in-process Broker (MemoryStorage, a real SqliteAuthStore in a temporary
 directory) with its AdminServer on 127.0.0.1 port 0, on an event loop in a background
-thread as `mqttq serve` runs them; the admin tests drive it with real MQTT clients over
-TCP (RawClient) and real HTTP. `http` checks every JSON answer against the OpenAPI
-document as it arrives.
+thread as `mqttq serve` runs them (tests/harness.py `BrokerLoop`); the admin tests drive
+it with real MQTT clients over TCP (RawClient) and real HTTP. `http` checks every JSON
+answer against the OpenAPI document as it arrives.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 import time
 import urllib.error
 import urllib.parse
@@ -27,6 +25,7 @@ from mqttq.broker.server import Broker
 from mqttq.config import ListenerSettings, Settings
 from mqttq.storage.memory import MemoryStorage
 from tests.admin.openapi_check import check_any_answer
+from tests.harness import BrokerLoop
 from tests.integration.raw_client import RawClient
 from tests.integration.waiting import DEADLINE, HOST, wait_for
 from tests.integration.wire import Prop
@@ -57,17 +56,15 @@ class RealBroker:
         rate_wait: float = 0.0,
         auth_store: AuthStore | None = None,
     ) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
         self.storage = MemoryStorage()
         self.store = auth_store if auth_store is not None else SqliteAuthStore(tmp_path / "a.db")
         settings = Settings(listener=ListenerSettings(host=HOST, port=0))
-        self.broker = Broker(settings, self.storage, self.store)
+        self.running = BrokerLoop(lambda: Broker(settings, self.storage, self.store))
+        self.loop = self.running.loop
+        self.broker = self.running.broker
         self.clients: list[RawClient] = []
         self.connected: dict[str, RawClient] = {}
         """The last client made by `client` for each client id."""
-        self.call(self.broker.start())
         self.port = self.broker.port
         self.admin = AdminServer(
             BrokerAdmin(self.broker),
@@ -81,18 +78,15 @@ class RealBroker:
 
     def call(self, coro: Coroutine[Any, Any, Any]) -> Any:
         """Run `coro` on the broker's loop (the stores live there) and return its result."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(DEADLINE)
+        return self.running.call(coro)
 
     def stop(self) -> None:
         for client in self.clients:
             client.close()
         try:
             self.call(self.admin.close())
-            self.call(self.broker.shutdown())
         finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(DEADLINE)
-            self.loop.close()
+            self.running.stop()
 
     # --- broker state, read on its loop ----------------------------------------------------
 

@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
 import queue
 import socket
-import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ from paho.mqtt.enums import CallbackAPIVersion, MQTTProtocolVersion
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties as PahoProperties
 
-from mqttq.broker.server import Broker
 from mqttq.codec.enums import ProtocolLevel, ReasonCode
 from mqttq.codec.packets import (
     ConnackPacket,
@@ -31,51 +29,25 @@ from mqttq.codec.packets import (
 )
 from mqttq.codec.reader import PacketReader
 from mqttq.codec.writer import encode_packet
-from mqttq.config import ListenerSettings, Settings
 from mqttq.errors import StorageError
 from mqttq.storage.memory import MemoryStorage
 from mqttq.storage.ports import Storage
 from mqttq.storage.sqlite import SqliteStorage
+from tests.harness import BrokerLoop, running_broker
 
 HOST = "127.0.0.1"
 DEADLINE = 10.0
 """Bounds a hang; never a performance assertion."""
 
 
-class BrokerThread:
-    """A Broker running on an event loop in a background thread."""
-
-    def __init__(self, storage: Storage) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.broker = Broker(Settings(listener=ListenerSettings(host=HOST, port=0)), storage)
-        self.call(self.broker.start())
-        self.port = self.broker.port
-
-    def call(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(DEADLINE)
-
-    def stop(self) -> None:
-        self.call(self.broker.shutdown())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(DEADLINE)
-        self.loop.close()
+BrokerThread = BrokerLoop
+"""A Broker running on an event loop in a background thread (tests/harness.py)."""
 
 
 @pytest.fixture
 def start_broker() -> Iterator[Callable[[Storage], BrokerThread]]:
-    running: list[BrokerThread] = []
-
-    def start(storage: Storage) -> BrokerThread:
-        broker = BrokerThread(storage)
-        running.append(broker)
-        return broker
-
-    yield start
-    for broker in running:
-        if broker.thread.is_alive():
-            broker.stop()
+    with contextlib.ExitStack() as running:
+        yield lambda storage: running.enter_context(running_broker(storage))
 
 
 @pytest.fixture
