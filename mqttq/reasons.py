@@ -59,10 +59,6 @@ class ReasonCode(IntEnum):
     SUBSCRIPTION_IDENTIFIERS_NOT_SUPPORTED = 0xA1
     WILDCARD_SUBSCRIPTIONS_NOT_SUPPORTED = 0xA2
 
-    @property
-    def is_error(self) -> bool:
-        return self.value >= 0x80
-
 
 class ConnackReturnCode(IntEnum):
     """MQTT 3.1 / 3.1.1 CONNACK return codes [MQTT-3.2.2.3]."""

@@ -60,10 +60,6 @@ class TenantSpace:
             self.topic_refs[topic] = refs + 1
         return None
 
-    def would_create(self, topic: str) -> bool:
-        """True when `topic` is not counted yet (a reference would take a new topic)."""
-        return topic not in self.topic_refs
-
     def drop_topic_ref(self, topic: str) -> None:
         """One reference fewer; the last one gives the topic back."""
         refs = self.topic_refs.get(topic)

@@ -133,6 +133,7 @@ from mqttq.codec.primitives import (  # noqa: E402
     decode_binary,
     decode_string,
     decode_string_pair,
+    decode_u8,
     decode_u16,
     decode_u32,
     decode_varint,
@@ -343,14 +344,8 @@ _NON_ZERO = frozenset(
 _LIST_FIELDS = frozenset({PropertyId.SUBSCRIPTION_IDENTIFIER, PropertyId.USER_PROPERTY})
 
 
-def _decode_byte(view: memoryview, offset: int) -> tuple[int, int]:
-    if offset >= len(view):
-        raise Incomplete
-    return view[offset], offset + 1
-
-
 _DECODERS: dict[int, Callable[[memoryview, int], tuple[Any, int]]] = {
-    BYTE: _decode_byte,
+    BYTE: decode_u8,
     U16: decode_u16,
     U32: decode_u32,
     VARINT: decode_varint,

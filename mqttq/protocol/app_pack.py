@@ -359,7 +359,3 @@ class PackProcessor:
             offset = max(offset or 0, self._restore_end)
         unacked.sort(key=lambda item: item.offset)
         return AppContext(client_id, offset, unacked, now)
-
-    def unacked_ids(self) -> list[int]:
-        """Packet ids in flight, in send order (for operators)."""
-        return list(self._inflight)

@@ -31,7 +31,7 @@ from mqttq.codec import (
     decode_packet,
     reader,
 )
-from mqttq.codec.primitives import decode_string, decode_varint
+from mqttq.codec.primitives import decode_string, decode_u8, decode_varint
 from mqttq.codec.writer import encode_packet
 from mqttq.errors import Incomplete, MalformedPacket, PacketTooLarge, ProtocolError
 
@@ -371,6 +371,21 @@ def test_variable_byte_integer(wire: bytes, value: int) -> None:
     for end in range(len(wire)):
         with pytest.raises(Incomplete):
             decode_varint(memoryview(wire[:end]), 0)
+
+
+def test_byte() -> None:
+    assert decode_u8(memoryview(b"\x01\xfe"), 1) == (0xFE, 2)
+    with pytest.raises(Incomplete):
+        decode_u8(memoryview(b"\x01"), 1)
+
+
+def test_a_byte_property_is_read_with_decode_u8() -> None:
+    # PUBLISH 5.0 with Payload Format Indicator 1 (property 0x01, one byte).
+    publish = b"\x30\x06\x00\x01t\x02\x01\x01"
+    packet = decode(publish, 5)
+    assert packet.properties.payload_format_indicator == 1
+    with pytest.raises(MalformedPacket):  # the byte cut off inside the property length
+        decode(b"\x30\x05\x00\x01t\x02\x01", 5)
 
 
 def test_variable_byte_integer_with_a_fifth_byte_is_malformed_before_it_arrives() -> None:
