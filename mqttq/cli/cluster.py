@@ -19,15 +19,15 @@ from rich.console import Console
 from rich.table import Table
 
 from mqttq.cli.errors import EXIT_FAILURE, print_error
-from mqttq.cli.session import (
+from mqttq.cli.options import (
     ClusterOption,
     ConfigOption,
     JsonOption,
     PrefixOption,
     RedisOption,
-    human_duration,
     resolve_target,
 )
+from mqttq.cli.session import human_duration
 from mqttq.cluster.status import ClusterStatusError, read_cluster_status
 
 __all__ = ["cluster_app"]

@@ -47,7 +47,14 @@ from mqttq.cli.migrate_spark import (
     run_spark,
     spark_only_options,
 )
-from mqttq.cli.session import ClusterOption, ConfigOption, PrefixOption, RedisOption, resolve_target
+from mqttq.cli.options import (
+    ClusterOption,
+    ConfigOption,
+    PrefixOption,
+    RedisOption,
+    ReportJsonOption,
+    resolve_target,
+)
 
 if TYPE_CHECKING:
     from mqttq.migrate import MigrationOptions, MigrationReport
@@ -75,9 +82,6 @@ PgOption = Annotated[
         "(or a libpq key=value string).",
     ),
 ]
-JsonOption = Annotated[
-    bool, typer.Option("--json", help="Print the report as JSON (and no progress bar).")
-]
 
 
 class ConflictChoice(StrEnum):
@@ -92,7 +96,7 @@ def _fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
 
 
 @migrate_app.command("init-source")
-def init_source_command(pg: PgOption, as_json: JsonOption = False) -> None:
+def init_source_command(pg: PgOption, as_json: ReportJsonOption = False) -> None:
     """Create TBMQ 1.x's tables exactly as TBMQ 1.x had them, for trials and tests.
 
     device_session_ctx (primary key client_id) and device_publish_msg (primary key
@@ -278,7 +282,7 @@ def pg_to_redis_command(
     conf: ConfOption = None,
     ui: UiOption = False,
     partitions: PartitionsOption = None,
-    as_json: JsonOption = False,
+    as_json: ReportJsonOption = False,
 ) -> None:
     """Move every persistent DEVICE session from TBMQ 1.x's PostgreSQL into Redis.
 

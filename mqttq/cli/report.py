@@ -28,14 +28,15 @@ from rich.console import Console
 
 from mqttq.cli.errors import EXIT_CONFIG, EXIT_FAILURE, print_error
 from mqttq.cli.migrate import PgOption
-from mqttq.cli.session import (
+from mqttq.cli.options import (
     ClusterOption,
     ConfigOption,
     PrefixOption,
     RedisOption,
-    human_duration,
+    ReportJsonOption,
     resolve_target,
 )
+from mqttq.cli.session import human_duration
 from mqttq.spark.reports.output import OutFormat
 
 if TYPE_CHECKING:
@@ -68,9 +69,6 @@ ConfOption = Annotated[
     typer.Option("--conf", metavar="KEY=VALUE", help="A Spark property (repeatable)."),
 ]
 UiOption = Annotated[bool, typer.Option("--ui", help="Run Spark's web UI (off by default).")]
-JsonOption = Annotated[
-    bool, typer.Option("--json", help="Print the report as JSON (and no progress bar).")
-]
 OutOption = Annotated[
     Path | None,
     typer.Option(
@@ -269,7 +267,7 @@ def migration_plan_command(
     master: MasterOption = "local[*]",
     conf: ConfOption = None,
     ui: UiOption = False,
-    as_json: JsonOption = False,
+    as_json: ReportJsonOption = False,
     out: OutOption = None,
     out_format: FormatOption = OutFormat.csv,
     chart: ChartOption = None,
@@ -343,7 +341,7 @@ def sessions_command(
     master: MasterOption = "local[*]",
     conf: ConfOption = None,
     ui: UiOption = False,
-    as_json: JsonOption = False,
+    as_json: ReportJsonOption = False,
     out: OutOption = None,
     out_format: FormatOption = OutFormat.csv,
     chart: ChartOption = None,
@@ -418,7 +416,7 @@ def migration_check_command(
     master: MasterOption = "local[*]",
     conf: ConfOption = None,
     ui: UiOption = False,
-    as_json: JsonOption = False,
+    as_json: ReportJsonOption = False,
     out: OutOption = None,
     out_format: FormatOption = OutFormat.csv,
 ) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from collections.abc import Coroutine, Sequence
 from enum import StrEnum
@@ -25,12 +24,17 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn
 from rich.table import Table
 
-from mqttq.cli.errors import EXIT_CONFIG, EXIT_FAILURE, print_error
-from mqttq.config import load_settings
-from mqttq.errors import ConfigError
+from mqttq.cli.errors import EXIT_FAILURE, print_error
+from mqttq.cli.options import (
+    ClusterOption,
+    ConfigOption,
+    JsonOption,
+    PrefixOption,
+    RedisOption,
+    resolve_target,
+)
 from mqttq.storage.redis_sessions import (
     RedisSessionsError,
-    RedisTarget,
     SessionAdmin,
     SessionDetail,
     SessionSummary,
@@ -39,8 +43,6 @@ from mqttq.storage.redis_sessions import (
 )
 
 T = TypeVar("T")
-
-DEFAULT_URL: Final = "redis://127.0.0.1:6379/0"
 
 session_app = typer.Typer(
     name="session",
@@ -51,42 +53,6 @@ session_app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-RedisOption = Annotated[
-    str | None,
-    typer.Option(
-        "--redis",
-        metavar="URL",
-        help=f"redis://HOST:PORT/DB of the Redis holding the sessions (else MQTTQ_REDIS__URL, "
-        f"else the url of --config's [redis] section, else {DEFAULT_URL}).",
-    ),
-]
-ClusterOption = Annotated[
-    bool | None,
-    typer.Option(
-        "--cluster/--no-cluster",
-        help="The URL names a node of a Redis Cluster (else MQTTQ_REDIS__CLUSTER, else the "
-        "cluster key of --config).",
-    ),
-]
-PrefixOption = Annotated[
-    str | None,
-    typer.Option(
-        "--key-prefix",
-        metavar="PREFIX",
-        help="The prefix before every key (else MQTTQ_REDIS__KEY_PREFIX, else the key_prefix "
-        "of --config, else none).",
-    ),
-]
-ConfigOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--config",
-        "-c",
-        metavar="PATH",
-        help="A broker.toml whose redis section (url, cluster, key_prefix) says where.",
-    ),
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 ApplicationOption = Annotated[
     bool,
     typer.Option(
@@ -102,23 +68,6 @@ class SortKey(StrEnum):
     client = "client"
     pending = "pending"
     age = "age"
-
-
-def resolve_target(
-    redis: str | None, cluster: bool | None, key_prefix: str | None, config: Path | None
-) -> RedisTarget:
-    """The flags, completed from the [redis] section of `config`, then from the defaults.
-
-    Read and checked as `mqttq serve` reads them (`load_settings`): a bad URL, value or
-    file is one line on stderr and exit 2, before any connection is tried.
-    """
-    overrides = {"redis.url": redis, "redis.cluster": cluster, "redis.key_prefix": key_prefix}
-    try:
-        settings = load_settings(config, os.environ, overrides)
-    except ConfigError as exc:
-        _fail(str(exc), EXIT_CONFIG)
-    section = settings.redis
-    return RedisTarget(section.url, section.cluster, section.key_prefix)
 
 
 def _fail(message: str, code: int = EXIT_FAILURE) -> NoReturn:
