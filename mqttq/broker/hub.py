@@ -134,7 +134,7 @@ class Hub:
         broker before it starts."""
         self.log: MessageLog | None = None
         """The message log (distributed mode): PUBLISHes go there first, and are routed
-        when read back (broker/log.py). None: routed at once (embedded)."""
+        when read back (broker/log_router.py). None: routed at once (embedded)."""
         self._log_failing = False
         self.cluster: ClusterNode | None = None
         """The other nodes (`attach_cluster`); None on a broker of its own."""

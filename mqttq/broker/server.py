@@ -13,7 +13,7 @@ from mqttq.auth.ports import AuthStore
 from mqttq.broker.endpoints import Endpoints, open_endpoints
 from mqttq.broker.hub import Hub
 from mqttq.broker.lifecycle import Lifecycle
-from mqttq.broker.log import LogRouter
+from mqttq.broker.log_router import LogRouter
 from mqttq.config import MqttLimitSettings, Settings
 from mqttq.errors import MqttqError
 from mqttq.limits.limiter import Limits
