@@ -1,4 +1,4 @@
-"""Counters the broker keeps for `Broker.statistics()` (and later /metrics)."""
+"""Counters the broker keeps, read by `Broker.statistics()` and the admin API's /metrics."""
 
 from __future__ import annotations
 
