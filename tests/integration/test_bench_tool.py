@@ -260,7 +260,9 @@ def test_connection_refused_is_one_line_and_exit_1() -> None:
     port = _free_port()  # nothing listens there
     outcome = CliRunner().invoke(bench_app, ["p2p", "--port", str(port), "--count", "1"])
     assert outcome.exit_code == 1
-    assert outcome.stderr.strip() == f"cannot connect to {HOST}:{port}: is a broker running?"
+    assert outcome.stderr.strip() == (
+        f"mqttq: error: cannot connect to {HOST}:{port}: is a broker running?"
+    )
     assert "Traceback" not in outcome.output
 
 
@@ -273,5 +275,5 @@ def test_connection_refused_raises_bench_error() -> None:
 def test_payload_smaller_than_header_is_refused(broker_port: int) -> None:
     args = ["p2p", "--port", str(broker_port), "--payload", "10", "--count", "1"]
     outcome = CliRunner().invoke(bench_app, args)
-    assert outcome.exit_code == 1
+    assert outcome.exit_code == 2  # bad input, not a failed run
     assert "--payload must be at least 19 bytes" in outcome.stderr
