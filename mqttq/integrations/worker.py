@@ -1,0 +1,209 @@
+"""The worker: takes batches from an integration's backlog and gets them into its sink.
+
+Delivery is at least once and in backlog order. A batch is settled (removed from the
+backlog for good) only after the sink accepted it or its refused deliveries went to the
+dead-letter place; while the sink is unavailable the same batch is retried after a backoff
+that doubles up to a ceiling, with full jitter, so a fleet of workers does not hammer a sink
+that comes back. Every outcome is counted (`IntegrationStats`); nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Final, Protocol
+
+from mqttq.integrations.record import Delivery
+from mqttq.integrations.sink import Rejected, Sink, SinkRejected, SinkUnavailable
+from mqttq.integrations.spec import DeliverySettings
+
+log = logging.getLogger(__name__)
+
+LATENCY_BUCKETS_S: Final = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 300.0)
+"""Upper bounds of the delivery latency histogram (accepted at - accepted by the broker)."""
+
+
+class Backlog(Protocol):
+    """The durable queue of one integration (a persistent session's queue in SQLite, a
+    Kafka consumer group, ...)."""
+
+    async def take(self, max_items: int, linger: float) -> Sequence[Delivery]:
+        """Wait for at least one delivery, then up to `linger` seconds for more, and return
+        at most `max_items` of the oldest not yet taken, in order."""
+        ...
+
+    async def settle(self, batch: Sequence[Delivery]) -> None:
+        """`batch` (the oldest taken and not settled) is done: remove it for good."""
+        ...
+
+    def lag(self) -> int:
+        """Deliveries waiting, taken or not (an estimate where the backlog is remote)."""
+        ...
+
+
+class DeadLetters(Protocol):
+    """Where deliveries the sink refused for good go (see docs: `$integrations/<name>/dead`)."""
+
+    async def put(self, integration: str, rejected: Sequence[Rejected]) -> None: ...
+
+
+@dataclass(slots=True)
+class IntegrationStats:
+    """What one integration's worker did since the broker started."""
+
+    delivered: int = 0
+    """Deliveries the sink accepted."""
+    failed: int = 0
+    """Batches the sink did not take (each then retried)."""
+    retried: int = 0
+    """Deliveries sent again after a failed attempt."""
+    dead_lettered: int = 0
+    last_error: str = ""
+    last_error_at: float = 0.0
+    """Unix time of `last_error`; 0 when there was none."""
+    latency_counts: list[int] = field(default_factory=lambda: [0] * (len(LATENCY_BUCKETS_S) + 1))
+    latency_sum: float = 0.0
+
+    def observe_latency(self, seconds: float, count: int) -> None:
+        for index, bound in enumerate(LATENCY_BUCKETS_S):
+            if seconds <= bound:
+                self.latency_counts[index] += count
+                break
+        else:
+            self.latency_counts[-1] += count
+        self.latency_sum += seconds * count
+
+
+class Backoff:
+    """Exponential backoff with full jitter: the n-th wait is uniform in
+    [0, min(ceiling, initial * 2**n)] (AWS's "full jitter"), never below 1 ms."""
+
+    def __init__(
+        self, initial: float, ceiling: float, rand: Callable[[], float] = random.random
+    ) -> None:
+        self.initial = initial
+        self.ceiling = ceiling
+        self.rand = rand
+        self.attempt = 0
+
+    def next(self) -> float:
+        cap = min(self.ceiling, self.initial * 2.0 ** min(self.attempt, 32))
+        self.attempt += 1
+        return max(0.001, cap * self.rand())
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+class IntegrationWorker:
+    """Runs one integration: `run()` until cancelled; `pause()`/`resume()` between batches."""
+
+    def __init__(
+        self,
+        name: str,
+        sink: Sink,
+        backlog: Backlog,
+        dead_letters: DeadLetters,
+        delivery: DeliverySettings,
+        *,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], object] = asyncio.sleep,
+    ) -> None:
+        self.name = name
+        self.sink = sink
+        self.backlog = backlog
+        self.dead_letters = dead_letters
+        self.delivery = delivery
+        self.stats = IntegrationStats()
+        self.state = "starting"
+        self._clock = clock
+        self._sleep = sleep
+        self._running = asyncio.Event()
+        self._running.set()
+        self._backoff = Backoff(delivery.retry_initial_ms / 1000, delivery.retry_max_ms / 1000)
+
+    def pause(self) -> None:
+        """Stop taking batches after the one in progress (the backlog keeps filling)."""
+        self._running.clear()
+        self.state = "paused"
+
+    def resume(self) -> None:
+        self._running.set()
+        if self.state == "paused":
+            self.state = "running"
+
+    @property
+    def paused(self) -> bool:
+        return not self._running.is_set()
+
+    async def run(self) -> None:
+        """Deliver until cancelled. The sink is closed on the way out."""
+        try:
+            await self._open()
+            while True:
+                await self._running.wait()
+                self.state = "running"
+                batch = await self.backlog.take(
+                    self.delivery.batch_size, self.delivery.linger_ms / 1000
+                )
+                if batch:
+                    await self._deliver(batch)
+        finally:
+            self.state = "stopped"
+            await self.sink.close()
+
+    async def _open(self) -> None:
+        while True:
+            try:
+                await self.sink.open()
+            except SinkUnavailable as exc:
+                await self._failed(str(exc))
+                continue
+            self._backoff.reset()
+            return
+
+    async def _deliver(self, batch: Sequence[Delivery]) -> None:
+        attempts = 0
+        while True:
+            attempts += 1
+            if attempts > 1:
+                self.stats.retried += len(batch)
+            try:
+                rejected: Sequence[Rejected] = await self.sink.send(batch)
+            except SinkUnavailable as exc:
+                await self._failed(str(exc))
+                continue
+            except SinkRejected as exc:
+                rejected = [Rejected(delivery, str(exc)) for delivery in batch]
+            break
+        self._backoff.reset()
+        self.state = "running"
+        if rejected:
+            await self.dead_letters.put(self.name, rejected)
+            self.stats.dead_lettered += len(rejected)
+            self._error(rejected[0].reason)
+        accepted = len(batch) - len(rejected)
+        self.stats.delivered += accepted
+        if accepted:
+            now_ms = self._clock() * 1000
+            oldest = min(delivery.timestamp_ms for delivery in batch)
+            self.stats.observe_latency(max(0.0, (now_ms - oldest) / 1000), accepted)
+        await self.backlog.settle(batch)
+
+    async def _failed(self, reason: str) -> None:
+        self.stats.failed += 1
+        self.state = "retrying"
+        self._error(reason)
+        delay = self._backoff.next()
+        log.warning(
+            "integration %s: sink unavailable (%s); retrying in %.2f s", self.name, reason, delay
+        )
+        await self._sleep(delay)  # type: ignore[misc]
+
+    def _error(self, reason: str) -> None:
+        self.stats.last_error = reason
+        self.stats.last_error_at = self._clock()
