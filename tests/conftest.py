@@ -12,6 +12,7 @@ mqttq-specific behaviour carry `@pytest.mark.mqttq_only` and are skipped in that
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.harness import BROKER_PROCESS_MARK, BrokerProcess, InProcessBroker
+from tests.harness import BROKER_PROCESS_MARK, MANUAL_CLOCK_MARK, BrokerProcess, InProcessBroker
 from tests.integration.helpers import (
     Clients,
 )
@@ -49,6 +50,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{BROKER_PROCESS_MARK}: the broker fixtures start `mqttq serve` as a subprocess "
         "(the test signals, kills or reads the exit code of the process)",
+    )
+    config.addinivalue_line(
+        "markers",
+        f"{MANUAL_CLOCK_MARK}: in-process brokers run on a clock the test moves on "
+        "(tests/harness.py let_time_pass); a subprocess or mosquitto still sleeps",
     )
     # pytest-xdist registers it too; without xdist it must still pass --strict-markers.
     config.addinivalue_line("markers", "xdist_group(name): run on the same xdist worker")
@@ -139,8 +145,13 @@ def broker_factory(
 ) -> Iterator[BrokerFactory]:
     """Start brokers with a custom broker.toml: `broker_factory(config="[mqtt]\\n...")`; in
     this process unless the test is marked `broker_process` (or MQTTQ_TEST_BROKER=mosquitto)."""
-    in_process = not MOSQUITTO_MODE and request.node.get_closest_marker(BROKER_PROCESS_MARK) is None
-    yield from _factory(request, tmp_path_factory, InProcessBroker if in_process else BrokerProcess)
+    node = request.node
+    if MOSQUITTO_MODE or node.get_closest_marker(BROKER_PROCESS_MARK) is not None:
+        yield from _factory(request, tmp_path_factory, BrokerProcess)
+        return
+    manual_clock = node.get_closest_marker(MANUAL_CLOCK_MARK) is not None
+    kind = functools.partial(InProcessBroker, manual_clock=manual_clock)
+    yield from _factory(request, tmp_path_factory, kind)
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ import asyncio
 import concurrent.futures
 import contextlib
 import dataclasses
+import functools
 import json
 import logging
 import os
@@ -34,8 +35,9 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 import tomllib
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,15 +56,20 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BROKER_PROCESS_MARK",
+    "MANUAL_CLOCK_MARK",
     "BrokerLoop",
     "BrokerProcess",
     "InProcessBroker",
+    "ManualClockLoop",
+    "let_time_pass",
     "new_loop",
     "running_broker",
 ]
 
 BROKER_PROCESS_MARK = "broker_process"
 """Marker: this test's `broker` / `broker_factory` run `mqttq serve` as a subprocess."""
+MANUAL_CLOCK_MARK = "manual_clock"
+"""Marker: this test's in-process brokers run on a clock it moves on (`let_time_pass`)."""
 
 MOSQUITTO = "/usr/sbin/mosquitto"
 START_DEADLINE = 30.0
@@ -86,18 +93,44 @@ def new_loop() -> asyncio.AbstractEventLoop:
 # --- a Broker on a loop in a thread -----------------------------------------------------------
 
 
-class _LoopThread:
-    """An event loop (`new_loop`) run by a daemon thread until `close`; `call` runs a
-    coroutine on it from the test's thread and returns its result."""
+class ManualClockLoop(asyncio.SelectorEventLoop):
+    """asyncio's own loop with a clock the test moves forward: `time()` is the monotonic
+    clock plus `skew`, so the timers the broker arms on it (session expiry, will delay,
+    keep alive) fall due as if that time had passed. The wall clock (`time.time()`, which
+    message expiry reads) is untouched."""
 
     def __init__(self) -> None:
-        self.loop = new_loop()
+        super().__init__()
+        self.skew = 0.0
+
+    def time(self) -> float:
+        return super().time() + self.skew
+
+
+class _LoopThread:
+    """An event loop (`new_loop`, or a `ManualClockLoop`) run by a daemon thread until
+    `close`; `call` runs a coroutine on it from the test's thread and returns its result."""
+
+    def __init__(self, manual_clock: bool = False) -> None:
+        self.loop = ManualClockLoop() if manual_clock else new_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
 
     def call(self, coro: Coroutine[Any, Any, Any], timeout: float = DEADLINE) -> Any:
         """Run `coro` on the loop and return its result (raising what it raised)."""
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def advance(self, seconds: float) -> None:
+        """Move a ManualClockLoop's clock `seconds` forward; returns once the timers that
+        fell due have run."""
+        loop = self.loop
+        assert isinstance(loop, ManualClockLoop), "not a manual clock"
+
+        async def move() -> None:
+            loop.skew += seconds
+
+        self.call(move())
+        self.call(asyncio.sleep(0))  # a full turn of the loop: the due timers ran before it
 
     def close(self) -> None:
         """Cancel what is left on the loop (as asyncio.run does), stop it, close it."""
@@ -181,7 +214,7 @@ def running_broker(
 class _Served:
     """One start of an InProcessBroker: the broker, its admin API and heartbeat, on a loop."""
 
-    def __init__(self, settings: Settings, ready_file: Path) -> None:
+    def __init__(self, settings: Settings, ready_file: Path, manual_clock: bool) -> None:
         from mqttq.broker.server import Broker  # noqa: PLC0415
         from mqttq.cli.serve import (  # noqa: PLC0415
             open_app_contexts,
@@ -196,7 +229,7 @@ class _Served:
         self.admin: AdminHandle | None = None
         self.heartbeat: NodeHeartbeat | None = None
         self.serving: asyncio.Task[None] | None = None
-        self.runner = _LoopThread()
+        self.runner = _LoopThread(manual_clock)
         # The composition of mqttq.cli.serve.run_broker, argument for argument.
         self.broker = Broker(
             settings,
@@ -265,11 +298,13 @@ class InProcessBroker:
     directory that outlives restarts. `port` changes at every start (port 0).
 
     `broker` is the running `Broker`, `call(coro)` runs a coroutine on its loop. What needs
-    a process (kill -9, signals) is refused: mark such a test `broker_process`."""
+    a process (kill -9, signals) is refused: mark such a test `broker_process`. With
+    `manual_clock` the broker runs on a `ManualClockLoop`, moved on by `let_time_pass`."""
 
     host = HOST
 
-    def __init__(self, workdir: Path, config: str | None) -> None:
+    def __init__(self, workdir: Path, config: str | None, *, manual_clock: bool = False) -> None:
+        self.manual_clock = manual_clock
         self.workdir = workdir
         self.data_dir = workdir / "data"
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -318,7 +353,7 @@ class InProcessBroker:
         with self.stderr_path.open("a") as log:
             log.write(f"--- start in process: {self.workdir}\n")
         try:
-            self._served = _Served(settings, self.ready_file)
+            self._served = _Served(settings, self.ready_file, self.manual_clock)
         except BaseException:
             self._detach_log()
             raise
@@ -378,6 +413,33 @@ class InProcessBroker:
             return self.stderr_path.read_text(errors="replace")
         except FileNotFoundError:
             return ""
+
+    def advance_clock(self, seconds: float) -> None:
+        """Move the manual clock on; returns once the timers that fell due have run."""
+        assert self._served is not None, "broker not running"
+        self._served.runner.advance(seconds)
+
+    def offline(self, client_id: str) -> bool:
+        """Whether `client_id` has a session and no connection (its end was handled)."""
+
+        async def read() -> bool:
+            session = self.broker.hub.sessions.get(client_id)
+            return session is not None and session.client is None
+
+        return bool(self.call(read()))
+
+
+def let_time_pass(broker: object, seconds: float, *, offline: Iterable[str] = ()) -> None:
+    """Let `seconds` pass for `broker`'s timers (session expiry, will delay): at once on an
+    in-process broker with a manual clock (once the sessions of `offline` are handled as
+    disconnected, so that their timers are armed), by sleeping on any other broker."""
+    if not (isinstance(broker, InProcessBroker) and broker.manual_clock):
+        time.sleep(seconds)  # the behaviour is about time: a real clock must pass
+        return
+    for client_id in offline:
+        is_offline = functools.partial(broker.offline, client_id)
+        wait_for(is_offline, what=f"{client_id}'s session to be offline")
+    broker.advance_clock(seconds)
 
 
 # --- `mqttq serve` as a subprocess ------------------------------------------------------------

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
+from tests.harness import let_time_pass
+
 from .helpers import (
     Clients,
 )
@@ -15,6 +19,7 @@ from .wire import (
 )
 
 
+@pytest.mark.manual_clock
 def test_session_expires_after_interval(broker: BrokerUnderTest, clients: Clients) -> None:
     """A session with expiry 1 s is gone after it: reconnecting gets session present 0 and no
     queued messages; a session with expiry 300 s, idle as long, is resumed
@@ -25,7 +30,7 @@ def test_session_expires_after_interval(broker: BrokerUnderTest, clients: Client
     long = clients.connected(broker, "long", level=5, props=[(Prop.SESSION_EXPIRY_INTERVAL, 300)])
     long.subscribe(("se/t", 1))
     long.disconnect()
-    time.sleep(2.5)  # the behaviour is about time: well past the 1 s expiry
+    let_time_pass(broker, 2.5, offline=["short", "long"])  # well past the 1 s expiry
     publisher = clients.connected(broker, "pub", level=5)
     publisher.publish("se/t", b"after", qos=1)
 

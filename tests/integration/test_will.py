@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
+
+from tests.harness import let_time_pass
 
 from .helpers import (
     Clients,
@@ -106,6 +106,7 @@ def test_will_delay_elapses(broker: BrokerUnderTest, clients: Clients) -> None:
     assert message.payload == b"after delay"
 
 
+@pytest.mark.manual_clock
 def test_will_delay_reconnect_within_delay_time_based(
     broker: BrokerUnderTest, clients: Clients
 ) -> None:
@@ -115,7 +116,7 @@ def test_will_delay_reconnect_within_delay_time_based(
     props = [(Prop.SESSION_EXPIRY_INTERVAL, 300)]
     clients.connected(broker, "short", level=5, props=props, will=will).close()
     clients.connected(broker, "short", level=5, clean=False, props=props)
-    time.sleep(2.5)  # the behaviour is about time: past the delay
+    let_time_pass(broker, 2.5)  # past the delay
     assert_no_will(clients, broker, watcher, quiet=0.3)
 
 
