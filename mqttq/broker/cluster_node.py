@@ -39,6 +39,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
+from mqttq.auth.model import ClientType
 from mqttq.cluster.dead_nodes import Orphan, orphans
 from mqttq.cluster.records import Downlinked, SessionInfo
 from mqttq.cluster.takeover import ConnectOrder, Verdict
@@ -56,7 +57,8 @@ __all__ = ["ClusterNode"]
 
 logger = logging.getLogger("mqttq.broker.cluster")
 
-_APP: Final = "APPLICATION"
+_APP: Final = ClientType.APPLICATION
+_CLIENT_TYPES: Final = {member.value: member for member in ClientType}
 CLAIM_TIMEOUT: Final = 10.0
 """Seconds a CONNECT waits for its connect event to come back at most."""
 
@@ -268,7 +270,8 @@ class ClusterNode:
             info.protocol_level,
             info.expiry,
             hub.space(info.tenant),
-            info.client_type,
+            # A record from another node: an unknown type acts as DEVICE, as it did.
+            _CLIENT_TYPES.get(info.client_type, ClientType.DEVICE),
         )
         session.restored = True  # which stored entries were sent before is unknown
         session.disconnected_at = disconnected_at

@@ -7,6 +7,7 @@ import asyncio
 import logging
 import time
 
+from mqttq.auth.model import ClientType
 from mqttq.broker.hub import Hub
 from mqttq.broker.session import Session
 from mqttq.broker.will import WillScheduler
@@ -15,11 +16,9 @@ from mqttq.codec.enums import SESSION_EXPIRY_NEVER
 from mqttq.model import Message
 from mqttq.reasons import ReasonCode
 
-__all__ = ["APPLICATION", "SessionEndings"]
+__all__ = ["SessionEndings"]
 
 logger = logging.getLogger("mqttq.broker.session")
-
-APPLICATION = "APPLICATION"
 
 
 class SessionEndings:
@@ -137,7 +136,7 @@ class SessionEndings:
         if hub.cluster is not None:
             hub.cluster.session_ended(session)
         app_log = self.hub.app_log
-        if app_log is not None and session.client_type == APPLICATION:
+        if app_log is not None and session.client_type == ClientType.APPLICATION:
             client_id = session.client_id
             self.hub.tasks.spawn(app_log.forget(client_id), "app_context", client_id)
         if session.expiry_handle is not None:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
+from mqttq.auth.model import ClientType
 from mqttq.broker.encoded import EncodedPublishes
 from mqttq.broker.inbox import PublishInbox
 from mqttq.broker.pending import BackgroundTasks, EnqueueBatcher, RemoveBatcher
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Fanout", "Hub"]
 
-_APP: Final = "APPLICATION"
+_APP: Final = ClientType.APPLICATION
 
 logger = logging.getLogger("mqttq.broker.hub")
 

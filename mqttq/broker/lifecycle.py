@@ -9,9 +9,10 @@ import time
 import uuid
 
 from mqttq.auth.authenticator import Authenticator
+from mqttq.auth.model import ClientType
 from mqttq.broker.admission import admit
 from mqttq.broker.client import Client
-from mqttq.broker.endings import APPLICATION, SessionEndings
+from mqttq.broker.endings import SessionEndings
 from mqttq.broker.hub import Hub
 from mqttq.broker.restore import restore_sessions
 from mqttq.broker.session import Session
@@ -200,7 +201,11 @@ class Lifecycle:
         client.counted = True
         resume = old is not None and not decision.clean_start
         app_log = hub.app_log
-        if app_log is not None and decision.persistent and identity.client_type == APPLICATION:
+        if (
+            app_log is not None
+            and decision.persistent
+            and identity.client_type == ClientType.APPLICATION
+        ):
             try:
                 await app_log.ensure_client_topic(client_id)  # created on first connect
             except StorageError as error:
@@ -249,7 +254,7 @@ class Lifecycle:
                 if (
                     app_log is not None
                     and session.persistent
-                    and session.client_type == APPLICATION
+                    and session.client_type == ClientType.APPLICATION
                 ):
                     await hub.tasks.barrier(client_id)  # the old context is deleted
                     try:
@@ -299,7 +304,11 @@ class Lifecycle:
             # many clients reconnect at once, the first ones read theirs while the broker
             # handles the next CONNECTs, instead of all waiting for the last.
             client.flush_now()
-        if app_log is not None and session.persistent and session.client_type == APPLICATION:
+        if (
+            app_log is not None
+            and session.persistent
+            and session.client_type == ClientType.APPLICATION
+        ):
             app_log.attach(session, client)
 
     async def _resume(
@@ -335,7 +344,7 @@ class Lifecycle:
             session.expiry_handle = None
         session.fetched_serial = entries[-1].serial if entries else 0  # in serial order
         session.protocol_level = packet.protocol_level
-        session.client_type = client.identity.client_type if client.identity else "DEVICE"
+        session.client_type = client.identity.client_type if client.identity else ClientType.DEVICE
         session.disconnected_at = None
         session.expiry_interval = decision.session_expiry_interval
         session.will = packet.will

@@ -17,6 +17,7 @@ from collections import deque
 from struct import Struct
 from typing import TYPE_CHECKING, Any, Final
 
+from mqttq.auth.model import ClientType
 from mqttq.codec.packets import PubrelPacket, Will
 from mqttq.model import Message
 from mqttq.protocol.inflight import PacketIdAllocator
@@ -76,7 +77,7 @@ class Session:
         protocol_level: int,
         expiry_interval: int,
         space: TenantSpace,
-        client_type: str = "DEVICE",
+        client_type: ClientType = ClientType.DEVICE,
     ) -> None:
         self.hub = hub
         self.client_id = client_id

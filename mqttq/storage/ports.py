@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
+from mqttq.auth.model import ClientType
 from mqttq.codec.packets import Will
 from mqttq.model import Message, QueuedMessage, Subscription
 
@@ -49,7 +50,7 @@ class SessionRecord:
     subscriptions: list[Subscription] = field(default_factory=list)
     disconnected_at: float | None = None
     """Wall-clock time of the last disconnect; None while connected."""
-    client_type: str = "DEVICE"
+    client_type: ClientType = ClientType.DEVICE
     tenant: str = "default"
     """The tenant whose namespace the session's subscriptions live in."""
     will: Will | None = None

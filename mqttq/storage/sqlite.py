@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from mqttq.auth.model import ClientType
 from mqttq.errors import StorageError
 from mqttq.model import Message
 from mqttq.storage import sqlite_inbox
@@ -460,8 +461,15 @@ def _load_sessions(conn: sqlite3.Connection) -> list[SessionRecord]:
         except StorageError as exc:
             _log.error("skipping session %r with unreadable subscriptions: %s", client_id, exc)
             continue
+        try:
+            kind = ClientType(client_type)
+        except ValueError:  # as before the type was checked: anything else acts as DEVICE
+            _log.error(
+                "session %r: unknown client type %r, loaded as DEVICE", client_id, client_type
+            )
+            kind = ClientType.DEVICE
         record = SessionRecord(
-            client_id, level, expiry, subscriptions, disconnected_at, client_type, tenant
+            client_id, level, expiry, subscriptions, disconnected_at, kind, tenant
         )
         try:
             record.will = None if row[7] is None else will_from_json(row[7])
