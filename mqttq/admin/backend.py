@@ -49,7 +49,8 @@ class AdminBackend(Protocol):
     """The broker as the admin API sees it (see module docstring)."""
 
     def health(self) -> JSON:
-        """{"status": "ok", "version": ..., "uptime_seconds": ..., "mqtt_port": ...}."""
+        """{"status": "ok", "version": ..., "uptime_seconds": ..., "mqtt_port": ...,
+        "data_dir": ...} (the broker's data dir, absolute)."""
         ...
 
     def metrics(self) -> MetricsSnapshot: ...

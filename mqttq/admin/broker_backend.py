@@ -42,6 +42,9 @@ class BrokerAdmin:
             "version": __version__,
             "uptime_seconds": round(time.time() - self.broker.started_at, 3),
             "mqtt_port": self.broker.port,
+            # For `mqttq credentials` and `mqttq tenant` run elsewhere: where the token file
+            # is (readable by its owner only, so this shows the way, not the token).
+            "data_dir": str(self.broker.settings.storage.data_dir.resolve()),
         }
 
     def metrics(self) -> MetricsSnapshot:

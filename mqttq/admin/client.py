@@ -19,11 +19,22 @@ from typing import Any, Final
 
 from mqttq.errors import MqttqError
 
-__all__ = ["AdminApiError", "AdminClient", "AdminUnreachable"]
+__all__ = ["AdminApiError", "AdminClient", "AdminUnreachable", "admin_url"]
 
 JSON = dict[str, Any]
 
 API: Final = "/api/v1"
+
+
+def admin_url(host: str, port: int) -> str:
+    """Where clients reach an admin API bound to host:port: `http://HOST:PORT`, a wildcard
+    host as the loopback address, an IPv6 one in brackets."""
+    if host in ("", "0.0.0.0"):
+        host = "127.0.0.1"
+    elif host == "::":
+        host = "::1"
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
 
 
 class AdminApiError(MqttqError):

@@ -241,6 +241,12 @@ _SCHEMAS: Final[JSON] = {
             "version": {"type": "string"},
             "uptime_seconds": {"type": "number"},
             "mqtt_port": {"type": ["integer", "null"]},
+            "data_dir": {
+                "type": "string",
+                "description": "The broker's data dir (absolute): `mqttq credentials` and "
+                "`mqttq tenant` run from another directory read the API token there (a file "
+                "only its owner can read).",
+            },
         },
         ["status", "version", "uptime_seconds", "mqtt_port"],
     ),

@@ -32,6 +32,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from mqttq.admin.backend import AdminBackend, UnknownTenant
+from mqttq.admin.client import admin_url
 from mqttq.admin.metrics import AdminMetrics
 from mqttq.admin.routes import PUBLIC_PATHS, admin_routes
 from mqttq.admin.validation import ApiError
@@ -176,7 +177,7 @@ class AdminServer:
     def url(self) -> str:
         """Where clients reach the API: `http://HOST:PORT` (a wildcard host becomes the
         loopback address)."""
-        return f"http://{_url_host(self.host)}:{self.port}"
+        return admin_url(self.host, self.port)
 
     async def close(self) -> None:
         """Stop listening and close connections (requests under way get a moment to
@@ -251,11 +252,3 @@ def _route_of(request: web.Request) -> str:
 def _encode(token: str) -> bytes:
     # surrogateescape: a header byte that is not UTF-8 must compare unequal, not raise.
     return token.encode("utf-8", "surrogateescape")
-
-
-def _url_host(host: str) -> str:
-    if host in ("", "0.0.0.0"):
-        return "127.0.0.1"
-    if host == "::":
-        return "[::1]"
-    return f"[{host}]" if ":" in host else host

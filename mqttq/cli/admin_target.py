@@ -1,13 +1,16 @@
 """Where `mqttq tenant` and `mqttq credentials` do their work: a running broker's admin API,
 or the credential database itself.
 
-The admin API when `--admin-url` (MQTTQ_ADMIN_URL) names one, or when the data dir holds the
-discovery file of a broker (`admin.json`, written by `mqttq serve`) whose process is alive
-and whose /health answers; changes then take effect in the broker at once. Otherwise no
-broker is running and the command opens the AuthStore the settings name (SQLite `auth.db`
-in the data dir, or PostgreSQL). Both targets speak the API's JSON shapes, so the commands
-print the same thing either way. `admin_session` also turns every failure into one line
-on stderr and an exit code.
+The admin API when `--admin-url` (MQTTQ_ADMIN_URL) names one, or when `find_broker` finds a
+running broker: through the discovery file in the data dir (`admin.json`, written by
+`mqttq serve`), else where `[admin]` says its API listens (127.0.0.1:18083 by default), so
+that a command run outside the directory where the broker started still finds it; changes
+then take effect in the broker at once. Otherwise no broker is running and the command opens
+the AuthStore the settings name (SQLite `auth.db` in the data dir, or PostgreSQL); a command
+that creates nothing never creates the data dir or an empty `auth.db` (`EmptyTarget`). Every
+target speaks the API's JSON shapes, so the commands print the same thing either way, and
+says on stderr which broker or file it used. `admin_session` also turns every failure into
+one line on stderr and an exit code.
 """
 
 from __future__ import annotations
@@ -27,13 +30,16 @@ from typing import Annotated, Any, Final, Protocol, TypeVar
 import typer
 
 from mqttq.admin.client import AdminApiError, AdminClient, AdminUnreachable
+from mqttq.admin.client import admin_url as admin_api_url
 from mqttq.admin.token import TOKEN_FILE, read_discovery
 from mqttq.auth.model import DEFAULT_TENANT, Credential, Tenant
 from mqttq.auth.ports import AuthStore, AuthStoreError, CredentialExists
 from mqttq.cli.admin_views import JSON, credential_json, note, tenant_json
 from mqttq.cli.errors import EXIT_CONFIG, EXIT_FAILURE, CliError, explain, print_error
+from mqttq.cli.serve_admin import AUTH_DB_NAME
 from mqttq.config import Settings, load_settings
 from mqttq.limits.quota import Quota, QuotaError
+from mqttq.settings import StorageSettings
 
 __all__ = [
     "ADMIN_TOKEN_ENV",
@@ -44,9 +50,13 @@ __all__ = [
     "ConfigOption",
     "DataDirOption",
     "DirectTarget",
+    "EmptyTarget",
+    "FoundBroker",
     "JsonOption",
     "TokenOption",
     "admin_session",
+    "configured_admin_url",
+    "find_broker",
     "open_target",
 ]
 
@@ -76,7 +86,9 @@ DataDirOption = Annotated[
         "--data-dir",
         metavar="DIR",
         help="The broker's data dir (storage.data_dir): a running broker's admin.json and "
-        "admin-token, and auth.db. Default ./mqttq-data.",
+        "admin-token, and auth.db. Default ./mqttq-data; left at that, a broker whose admin "
+        "API answers where [admin] says (127.0.0.1:18083 by default) is used wherever its "
+        "data dir is.",
     ),
 ]
 AdminUrlOption = Annotated[
@@ -85,8 +97,8 @@ AdminUrlOption = Annotated[
         "--admin-url",
         envvar=ADMIN_URL_ENV,
         metavar="URL",
-        help="Use the admin API at this URL (http://HOST:PORT) instead of discovering a "
-        "running broker through the data dir.",
+        help="Use the admin API at this URL (http://HOST:PORT) instead of looking for a "
+        "running broker (through the data dir, then at the [admin] address).",
     ),
 ]
 TokenOption = Annotated[
@@ -319,6 +331,44 @@ class DirectTarget:
         return credential_json(again or credential)
 
 
+class EmptyTarget:
+    """No broker and no credential database: what a command that creates nothing sees
+    (nothing stored; the default tenant has the default quota). Nothing is created."""
+
+    def __init__(self, default_quota: Quota, description: str) -> None:
+        self.default_quota = default_quota
+        self.description = description
+
+    def list_tenants(self) -> JSON:
+        return {"default_quota": self.default_quota.to_dict(), "tenants": []}
+
+    def get_tenant(self, name: str) -> JSON | None:
+        if name == DEFAULT_TENANT:
+            return tenant_json(name, self.default_quota, stored=None)
+        return None
+
+    def put_tenant(self, name: str, fields: Mapping[str, int | float]) -> JSON:
+        raise CliError("nothing can be stored here: no credential database (a bug)")
+
+    def delete_tenant(self, name: str) -> bool:
+        return False
+
+    def list_credentials(self, tenant: str | None) -> list[JSON]:
+        return []
+
+    def get_credential(self, username: str) -> JSON | None:
+        return None
+
+    def add_credential(self, body: Mapping[str, Any]) -> JSON:
+        raise CliError("nothing can be stored here: no credential database (a bug)")
+
+    def update_credential(self, username: str, body: Mapping[str, Any]) -> JSON | None:
+        return None
+
+    def delete_credential(self, username: str) -> bool:
+        return False
+
+
 def _validated(check: Callable[[ModuleType], T]) -> T:
     """`check(mqttq.admin.validation)`: direct mode accepts exactly what the API accepts,
     and a refusal names the field like the API's 400 does."""
@@ -351,22 +401,15 @@ def _alive(pid: object) -> bool:
     return True
 
 
-def _answers(client: AdminClient) -> bool:
-    try:
-        health = client.health()
-    except (AdminApiError, AdminUnreachable):
-        return False
-    return health.get("status") == "ok"
-
-
-def _token(flag: str | None, settings: Settings) -> str | None:
-    """--token (or MQTTQ_ADMIN_TOKEN), else admin.token, else the broker's token file."""
+def _token(flag: str | None, settings: Settings, data_dir: Path) -> str | None:
+    """--token (or MQTTQ_ADMIN_TOKEN), else admin.token, else the token file in the
+    broker's `data_dir`."""
     if flag:
         return flag
     if settings.admin.token:
         return settings.admin.token
     try:
-        return (settings.storage.data_dir / TOKEN_FILE).read_text(encoding="utf-8").strip()
+        return (data_dir / TOKEN_FILE).read_text(encoding="utf-8").strip() or None
     except OSError:
         return None
 
@@ -383,58 +426,150 @@ def _redacted(url: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
+def configured_admin_url(settings: Settings) -> str | None:
+    """Where `[admin]` says a broker's API listens (`http://127.0.0.1:18083` by default);
+    None when the settings give it no fixed address (admin.enabled = false, or port 0)."""
+    admin = settings.admin
+    if not admin.enabled or admin.port == 0:
+        return None
+    return admin_api_url(admin.host, admin.port)
+
+
+def _data_dir_given(settings: Settings) -> bool:
+    """Whether the data dir was chosen (--data-dir, the config, MQTTQ_STORAGE__DATA_DIR)
+    rather than left at its default, ./mqttq-data."""
+    return settings.storage.data_dir != StorageSettings().data_dir
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FoundBroker:
+    """A running broker whose admin API answered /health."""
+
+    url: str
+    data_dir: Path | None
+    """Its data dir, as /health says (None from a broker that does not say)."""
+    how: str
+    """How it was found, for the note."""
+
+
+def find_broker(settings: Settings) -> tuple[FoundBroker | None, str]:
+    """The running broker `mqttq tenant` and `mqttq credentials` go to, without --admin-url,
+    and what was looked at (for the note when none is found):
+
+    1. the broker whose discovery file (admin.json) is in the data dir, when its process
+       is alive and its API answers;
+    2. else the broker whose API answers where `[admin]` says it listens
+       (`configured_admin_url`): with the default data dir, whichever broker that is (a
+       command run outside the directory where `mqttq serve` started finds it there);
+       with a data dir given, only a broker on that same data dir.
+    """
+    data_dir = settings.storage.data_dir
+    looked = [f"no admin.json of a live broker in {data_dir}"]
+    discovery = read_discovery(data_dir)
+    if discovery is not None and _alive(discovery.get("pid")):
+        url = str(discovery.get("url") or "")
+        if url and _health(url) is not None:
+            return FoundBroker(url, data_dir, f"the broker on {data_dir}"), ""
+    configured = configured_admin_url(settings)
+    if configured is None:
+        return None, looked[0]
+    health = _health(configured)
+    if health is None:
+        looked.append(f"no broker answers at {configured}")
+        return None, ", ".join(looked)
+    reported = health.get("data_dir")
+    theirs = Path(reported) if isinstance(reported, str) and reported else None
+    if _data_dir_given(settings) and (theirs is None or not _same_dir(theirs, data_dir)):
+        looked.append(f"the broker at {configured} has another data dir ({theirs or 'unknown'})")
+        return None, ", ".join(looked)
+    on = f"the broker on {theirs}" if theirs is not None else "a broker"
+    return FoundBroker(configured, theirs, f"{on}, found at the [admin] address"), ""
+
+
+def _health(url: str) -> JSON | None:
+    """The /health answer of the admin API at `url` when it says ok; else None."""
+    try:
+        health = AdminClient(url, "", HEALTH_TIMEOUT).health()
+    except (AdminApiError, AdminUnreachable):
+        return None
+    return health if health.get("status") == "ok" else None
+
+
+def _same_dir(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
+
+
 @contextlib.contextmanager
 def open_target(
-    settings: Settings, admin_url: str | None, token: str | None
+    settings: Settings, admin_url: str | None, token: str | None, *, creates: bool = True
 ) -> Iterator[AdminTarget]:
-    """The target a command goes to (see the module docstring), open for the block."""
+    """The target a command goes to (see the module docstring), open for the block. With
+    `creates` false (commands that read, or change only what exists) a missing SQLite
+    credential database is not created: the command sees an empty one."""
     token_hint = str(settings.storage.data_dir / TOKEN_FILE)
     if admin_url:
-        found = _token(token, settings)
-        if found is None:
+        found_token = _token(token, settings, settings.storage.data_dir)
+        if found_token is None:
             raise CliError(
                 f"no admin API token: pass --token ({ADMIN_TOKEN_ENV}) or set admin.token",
                 EXIT_CONFIG,
             )
-        yield ApiTarget(AdminClient(admin_url, found), token_hint)
+        yield ApiTarget(AdminClient(admin_url, found_token), token_hint)
         return
-    discovery = read_discovery(settings.storage.data_dir)
-    if discovery is not None and _alive(discovery.get("pid")):
-        url = str(discovery.get("url") or "")
-        found = _token(token, settings)
-        if url and _answers(AdminClient(url, found or "", HEALTH_TIMEOUT)):
-            if found is None:
-                raise CliError(
-                    f"a broker is running (admin API at {url}) but {token_hint} cannot be "
-                    f"read; pass --token ({ADMIN_TOKEN_ENV})"
-                )
-            yield ApiTarget(AdminClient(url, found), token_hint)
-            return
-    from mqttq.cli.serve_admin import AUTH_DB_NAME, open_auth_store  # noqa: PLC0415
-
-    store = open_auth_store(settings)
+    broker, looked = find_broker(settings)
+    if broker is not None:
+        token_dir = broker.data_dir or settings.storage.data_dir
+        found_token = _token(token, settings, token_dir)
+        if found_token is None:
+            raise CliError(
+                f"a broker is running (admin API at {broker.url}, {broker.how}) but "
+                f"{token_dir / TOKEN_FILE} cannot be read; pass --token ({ADMIN_TOKEN_ENV})"
+            )
+        target = ApiTarget(AdminClient(broker.url, found_token), str(token_dir / TOKEN_FILE))
+        target.description = f"via admin API at {broker.url} ({broker.how})"
+        yield target
+        return
     if settings.auth.store == "postgres":
         where = f"PostgreSQL at {_redacted(settings.postgres.url)}"
     else:
-        where = str(settings.storage.data_dir / AUTH_DB_NAME)
+        path = settings.storage.data_dir / AUTH_DB_NAME
+        where = str(path)
+        if not creates and not path.exists():
+            yield EmptyTarget(
+                settings.mqtt_limit.tenant,
+                f"broker not running ({looked}) and no {path}: nothing stored yet",
+            )
+            return
+    from mqttq.cli.serve_admin import open_auth_store  # noqa: PLC0415
+
     with DirectTarget(
-        store, settings.mqtt_limit.tenant, f"broker not running: editing {where} directly"
+        open_auth_store(settings),
+        settings.mqtt_limit.tenant,
+        f"broker not running: editing {where} directly ({looked})",
     ) as direct:
         yield direct
 
 
 @contextlib.contextmanager
 def admin_session(
-    config: Path | None, data_dir: str | None, admin_url: str | None, token: str | None
+    config: Path | None,
+    data_dir: str | None,
+    admin_url: str | None,
+    token: str | None,
+    *,
+    creates: bool = True,
 ) -> Iterator[AdminTarget]:
     """Load the settings (like `mqttq serve`: --config, MQTTQ_* env, --data-dir), open the
-    target, say on stderr where the command goes, and run the block. Any failure a user
-    can fix ends the command with one line on stderr and exit 1 (2 for bad input or
-    configuration); nothing else is printed."""
+    target (`creates`: see `open_target`), say on stderr where the command goes, and run
+    the block. Any failure a user can fix ends the command with one line on stderr and
+    exit 1 (2 for bad input or configuration); nothing else is printed."""
     settings: Settings | None = None
     try:
         settings = load_settings(config, os.environ, {"storage.data_dir": data_dir})
-        with open_target(settings, admin_url, token) as target:
+        with open_target(settings, admin_url, token, creates=creates) as target:
             note(target.description)
             yield target
     except Exception as exc:

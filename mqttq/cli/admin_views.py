@@ -194,7 +194,9 @@ def render_tenants(data: Mapping[str, Any]) -> None:
     described = ", ".join(
         f"{QUOTA_LABELS[field]} {_number(default.get(field))}" for field in QUOTA_FIELDS
     )
-    console.print(f"{len(tenants)} tenants; tenants without a stored quota use: {described}")
+    console.print(
+        f"{_count(len(tenants), 'tenant')}; tenants without a stored quota use: {described}"
+    )
 
 
 def render_tenant(tenant: Mapping[str, Any]) -> None:
@@ -232,7 +234,7 @@ def render_credentials(credentials: Sequence[Mapping[str, Any]]) -> None:
         )
     console = _stdout()
     console.print(table)
-    console.print(f"{len(credentials)} credentials")
+    console.print(_count(len(credentials), "credential"))
 
 
 def render_credential(credential: Mapping[str, Any]) -> None:
@@ -252,3 +254,8 @@ def render_credential(credential: Mapping[str, Any]) -> None:
     table.add_row("created", _time(credential.get("created_at")))
     table.add_row("updated", _time(credential.get("updated_at")))
     _stdout().print(table)
+
+
+def _count(n: int, noun: str) -> str:
+    """`1 credential`, `0 credentials`, `2 credentials`."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

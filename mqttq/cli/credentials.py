@@ -233,7 +233,7 @@ def ls_command(
     token: TokenOption = None,
 ) -> None:
     """List the credentials, ordered by username."""
-    with admin_session(config, data_dir, admin_url, token) as target:
+    with admin_session(config, data_dir, admin_url, token, creates=False) as target:
         credentials = target.list_credentials(tenant)
     if as_json:
         print_json({"credentials": credentials})
@@ -252,7 +252,7 @@ def show_command(
     token: TokenOption = None,
 ) -> None:
     """Show one credential (everything but the password)."""
-    with admin_session(config, data_dir, admin_url, token) as target:
+    with admin_session(config, data_dir, admin_url, token, creates=False) as target:
         credential = target.get_credential(username)
         if credential is None:
             raise _unknown(username)
@@ -274,7 +274,7 @@ def rm_command(
 ) -> None:
     """Remove a credential: clients can no longer connect with it (connected ones stay
     connected)."""
-    with admin_session(config, data_dir, admin_url, token) as target:
+    with admin_session(config, data_dir, admin_url, token, creates=False) as target:
         if not target.delete_credential(username):
             raise _unknown(username)
     if as_json:
@@ -296,7 +296,7 @@ def passwd_command(
     token: TokenOption = None,
 ) -> None:
     """Set a new password (from --password, --password-stdin, or a hidden prompt)."""
-    with admin_session(config, data_dir, admin_url, token) as target:
+    with admin_session(config, data_dir, admin_url, token, creates=False) as target:
         if target.get_credential(username) is None:
             raise _unknown(username)
         new = _read_password(password, password_stdin)

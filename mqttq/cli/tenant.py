@@ -97,7 +97,7 @@ def ls_command(
 ) -> None:
     """List the tenants with a stored quota (and, from a running broker, those with
     clients on it): quota fields and, from a broker, current usage."""
-    with admin_session(config, data_dir, admin_url, token) as target:
+    with admin_session(config, data_dir, admin_url, token, creates=False) as target:
         data = target.list_tenants()
     if as_json:
         print_json(data)
@@ -117,7 +117,7 @@ def show_command(
 ) -> None:
     """Show one tenant: its quota (stored, or the default), and its usage when a broker
     runs."""
-    with admin_session(config, data_dir, admin_url, token) as target:
+    with admin_session(config, data_dir, admin_url, token, creates=False) as target:
         tenant = target.get_tenant(name)
         if tenant is None:
             raise CliError(
@@ -184,7 +184,7 @@ def rm_command(
 ) -> None:
     """Remove the tenant's stored quota: its clients fall back to the default quota
     (credentials naming the tenant stay)."""
-    with admin_session(config, data_dir, admin_url, token) as target:
+    with admin_session(config, data_dir, admin_url, token, creates=False) as target:
         if not target.delete_tenant(name):
             raise CliError(
                 f"no tenant {name!r} has a stored quota; 'mqttq tenant ls' lists them",
