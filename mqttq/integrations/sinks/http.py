@@ -23,6 +23,7 @@ values as "***", and every reason a request fails with has the expanded secrets 
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import ssl
@@ -31,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Final
-from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 import aiohttp
 
@@ -95,6 +96,11 @@ class HttpSinkSettings:
         body = _choice(table, "body", where, BODIES, "envelope")
         payload_encoding = _choice(table, "payload_encoding", where, PAYLOAD_ENCODINGS, "auto")
         headers = _headers(table.get("headers", {}), f"{where}.headers")
+        for name, _ in headers:
+            if name.lower() == "authorization" and urlsplit(url).username is not None:
+                raise ConfigError(
+                    f"{where}.headers.{name}", "cannot be combined with a user:password in url"
+                )
         timeout_ms = _int(table, "timeout_ms", where, 5_000, (1, 600_000))
         max_connections = _int(table, "max_connections", where, 8, (1, 1_000))
         tls_verify = table.get("tls_verify", True)
@@ -169,10 +175,8 @@ class HttpSink:
         for header in [name for name in headers if name.lower() == "content-type"]:
             self._content_type = headers.pop(header)
         self._headers = {"User-Agent": "mqttq", "X-Mqttq-Integration": self.name, **headers}
-        connector = aiohttp.TCPConnector(
-            limit=settings.max_connections, limit_per_host=settings.max_connections,
-            ssl=ssl_context,
-        )  # fmt: skip
+        limit = settings.max_connections
+        connector = aiohttp.TCPConnector(limit=limit, limit_per_host=limit, ssl=ssl_context)
         self._session = aiohttp.ClientSession(
             connector=connector,
             timeout=aiohttp.ClientTimeout(total=settings.timeout_ms / 1000),
@@ -181,13 +185,13 @@ class HttpSink:
     async def send(self, batch: Sequence[Delivery]) -> Sequence[Rejected]:
         """Deliver `batch` in order; returns the deliveries refused one by one."""
         if not batch:
-            return ()
+            return []
         session = await self._opened()
         if self.settings.body == "array":
             status, reason = await self._request(session, *self._array_request(batch))
             if status is not None:
                 raise SinkRejected(reason)
-            return ()
+            return []
         rejected: list[Rejected] = []
         for delivery in batch:
             status, reason = await self._request(session, *self._single_request(delivery))
@@ -325,6 +329,9 @@ def _secrets_of(
     parts = urlsplit(url)
     if parts.password:
         found.add(parts.password)
+        # aiohttp sends them as Basic credentials, which a server may echo back.
+        basic = f"{unquote(parts.username or '')}:{unquote(parts.password)}"
+        found.add(base64.b64encode(basic.encode("utf-8")).decode("ascii"))
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         if _SENSITIVE.search(key):
             found.add(value)
