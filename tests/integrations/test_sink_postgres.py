@@ -156,6 +156,42 @@ def test_poison_rows_are_rejected_and_the_rest_land_in_order(
     ]
 
 
+LEDGER = "CREATE TABLE ledger (source text, seq bigint, topic text, UNIQUE (source, seq))"
+LEDGER_COLUMNS = {"source": "integration", "seq": "seq", "topic": "topic"}
+
+
+@MODES
+def test_a_redelivered_batch_is_written_once_with_on_conflict_ignore(
+    postgres_url: str, insert: str
+) -> None:
+    execute(postgres_url, LEDGER)
+    execute(postgres_url, "INSERT INTO ledger VALUES ('other', 2, 'x')")
+    config = settings(
+        postgres_url, table="ledger", columns=LEDGER_COLUMNS, insert=insert, on_conflict="ignore"
+    )
+    first = [delivery(n, "a") for n in range(3)]
+    again = [*first[1:], *(delivery(n, "b") for n in range(3, 5))]
+
+    assert send(config, first, again) == [[], []]
+
+    assert rows(postgres_url, "SELECT source, seq FROM ledger ORDER BY source, seq") == [
+        ("other", 2),
+        *(("pg", n) for n in range(5)),
+    ]
+
+
+@MODES
+def test_a_duplicate_is_rejected_by_default(postgres_url: str, insert: str) -> None:
+    execute(postgres_url, LEDGER)
+    config = settings(postgres_url, table="ledger", columns=LEDGER_COLUMNS, insert=insert)
+
+    _, (rejected,) = send(config, [delivery(1, "a")], [delivery(0, "b"), delivery(1, "b")])
+
+    assert rejected.delivery.seq == 1
+    assert rejected.reason.startswith("23505 duplicate key value violates unique constraint")
+    assert rows(postgres_url, "SELECT seq FROM ledger ORDER BY seq") == [(0,), (1,)]
+
+
 def test_the_default_table_is_created_and_keeps_every_payload(postgres_url: str) -> None:
     config = settings(postgres_url, table="mqtt.messages", create_table=True)
     execute(postgres_url, "CREATE SCHEMA mqtt")
@@ -410,6 +446,7 @@ def test_the_common_keys_are_left_to_the_spec() -> None:
         },
         "create_table": False,
         "insert": "copy",
+        "on_conflict": "reject",
         "timeout_ms": 30000,
     }
     assert "url" in PostgresSinkSettings.KEYS
@@ -446,6 +483,11 @@ BAD: list[tuple[Mapping[str, Any], str, str]] = [
         {"url": "postgresql://u:pw@h/d", "table": "t", "create_table": "yes"},
         "create_table",
         "must be true or false, got 'yes'",
+    ),
+    (
+        {"url": "postgresql://u:pw@h/d", "table": "t", "on_conflict": "update"},
+        "on_conflict",
+        'must be "reject" or "ignore", got \'update\'',
     ),
     (
         {"url": "postgresql://u:pw@h/d", "table": "t", "timeout_ms": 0},

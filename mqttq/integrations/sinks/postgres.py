@@ -54,6 +54,7 @@ PLAIN_SOURCES: Final = {
     "payload_json": "jsonb",
     "payload_raw": "bytea",
     "seq": "bigint NOT NULL",
+    "integration": "text NOT NULL",
 }
 """Every source but `payload.<path>` and `user_property.<name>`, with the column type
 `create_table` gives it."""
@@ -72,6 +73,7 @@ DEFAULT_COLUMNS: Final[tuple[tuple[str, str], ...]] = (
 other payload in `payload_raw` (bytea), so that no payload is refused or lost."""
 
 INSERT_MODES: Final = ("copy", "executemany")
+ON_CONFLICT: Final = ("reject", "ignore")
 DEFAULT_TIMEOUT_MS: Final = 30_000
 _IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 _URL_SCHEMES: Final = ("postgresql://", "postgres://")
@@ -148,11 +150,14 @@ class PostgresSinkSettings:
     `url` is a postgresql:// URL; `table` a table name, optionally schema-qualified, used
     as written (quoted: case matters); `columns` maps each column to a source; with
     `create_table` the table is created when missing (columns typed by their source);
-    `insert` is "copy" or "executemany"; `timeout_ms` bounds connecting and each batch.
+    `insert` is "copy" or "executemany"; `on_conflict` "reject" dead-letters a row that
+    violates a unique constraint, "ignore" takes it as written already (a redelivery, with
+    a unique index on `integration` and `seq`); `timeout_ms` bounds connecting and each
+    batch.
     """
 
     KEYS: ClassVar[frozenset[str]] = frozenset(
-        {"url", "table", "columns", "create_table", "insert", "timeout_ms"}
+        {"url", "table", "columns", "create_table", "insert", "on_conflict", "timeout_ms"}
     )
 
     url: str
@@ -160,6 +165,7 @@ class PostgresSinkSettings:
     columns: tuple[tuple[str, str], ...] = DEFAULT_COLUMNS
     create_table: bool = False
     insert: str = "copy"
+    on_conflict: str = "reject"
     timeout_ms: int = DEFAULT_TIMEOUT_MS
 
     @classmethod
@@ -197,11 +203,14 @@ class PostgresSinkSettings:
         insert = table.get("insert", "copy")
         if insert not in INSERT_MODES:
             raise _fail(where, "insert", f'must be "copy" or "executemany", got {insert!r}')
+        on_conflict = table.get("on_conflict", "reject")
+        if on_conflict not in ON_CONFLICT:
+            raise _fail(where, "on_conflict", f'must be "reject" or "ignore", got {on_conflict!r}')
         timeout = table.get("timeout_ms", DEFAULT_TIMEOUT_MS)
         if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
             raise _fail(where, "timeout_ms", f"must be a positive integer, got {timeout!r}")
         assert isinstance(name, str)
-        return cls(url, name, columns, create, insert, timeout)
+        return cls(url, name, columns, create, insert, on_conflict, timeout)
 
     def public(self) -> dict[str, Any]:
         """The settings as the admin API shows them: the URL's password as "***"."""
@@ -211,6 +220,7 @@ class PostgresSinkSettings:
             "columns": dict(self.columns),
             "create_table": self.create_table,
             "insert": self.insert,
+            "on_conflict": self.on_conflict,
             "timeout_ms": self.timeout_ms,
         }
 
@@ -278,8 +288,9 @@ def _parsed(delivery: Delivery, cache: list[Any]) -> Any:
     return cache[0]
 
 
-def _extractor(source: str, column_type: str) -> Extract:
-    """How a column of `column_type` (its base type's name) gets its value from `source`."""
+def _extractor(source: str, column_type: str, integration: str) -> Extract:
+    """How a column of `column_type` (its base type's name) gets its value from `source`
+    (`integration`: the integration's name, the `integration` source's value)."""
     json_column = column_type in _JSON_TYPES
     if source.startswith("payload."):
         path = tuple(source[len("payload.") :].split("."))
@@ -316,6 +327,8 @@ def _extractor(source: str, column_type: str) -> Extract:
         return lambda d, cache: None if _parsed(d, cache) is _NOT_JSON else _payload_text(d)
     if source == "payload_raw":
         return lambda d, cache: d.payload if _parsed(d, cache) is _NOT_JSON else None
+    if source == "integration":
+        return lambda d, cache: integration
     plain: dict[str, Callable[[Delivery], Value]] = {
         "topic": lambda d: _text(d.topic),
         "client_id": lambda d: _text(d.client_id),
@@ -412,13 +425,15 @@ class PostgresSink:
                 f"change columns"
             )
         self._extract = tuple(
-            _extractor(source, types[column]) for column, source in self.settings.columns
+            _extractor(source, types[column], self.name) for column, source in self.settings.columns
         )
         columns = sql.SQL(", ").join(sql.Identifier(c) for c, _ in self.settings.columns)
         self._copy = sql.SQL("COPY {} ({}) FROM STDIN").format(self._table, columns)
         # %t: text-format, unknown-typed parameters, cast by the server as COPY's text is.
         marks = sql.SQL(", ").join(sql.SQL("%t") for _ in self.settings.columns)
-        self._insert = sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
+        # A COPY that meets a duplicate fails; the row-by-row retry then skips it.
+        conflict = " ON CONFLICT DO NOTHING" if self.settings.on_conflict == "ignore" else ""
+        self._insert = sql.SQL("INSERT INTO {} ({}) VALUES ({})" + conflict).format(
             self._table, columns, marks
         )
 
