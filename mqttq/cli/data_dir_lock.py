@@ -49,8 +49,13 @@ def lock_data_dir(data_dir: Path) -> DataDirLock:
 
     Raises CliError (exit 1) when another process holds it:
     `data dir 'DIR' is in use by another mqttq (pid N); stop it or choose another --data-dir`,
-    and OSError (with its file name) when the directory or the file cannot be made.
+    or when `data_dir` is a file; OSError (with its file name) when the directory or the
+    lock file cannot be made.
     """
+    if data_dir.exists() and not data_dir.is_dir():
+        raise CliError(
+            f"data dir '{data_dir}' is not a directory; choose another --data-dir", EXIT_FAILURE
+        )
     data_dir.mkdir(parents=True, exist_ok=True)
     path = data_dir / LOCK_FILE
     # Not O_TRUNC: the pid of a holder must stay readable until we hold the lock ourselves.

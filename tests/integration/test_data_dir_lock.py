@@ -142,3 +142,12 @@ def test_kill_9_leaves_no_stale_lock(tmp_path: Path) -> None:
     assert lock.exists()
     with serving(tmp_path, "after", "--data-dir", "mqttq-data") as after:
         assert lock.read_text().strip() == str(after.pid)
+
+
+def test_a_data_dir_that_is_a_file_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "taken").write_text("not a directory")
+    refused = _second(tmp_path, "--data-dir", "taken")
+    assert refused.returncode == 1
+    assert refused.stderr.splitlines() == [
+        "mqttq: error: data dir 'taken' is not a directory; choose another --data-dir"
+    ]
