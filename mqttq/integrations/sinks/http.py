@@ -96,11 +96,7 @@ class HttpSinkSettings:
         body = _choice(table, "body", where, BODIES, "envelope")
         payload_encoding = _choice(table, "payload_encoding", where, PAYLOAD_ENCODINGS, "auto")
         headers = _headers(table.get("headers", {}), f"{where}.headers")
-        for name, _ in headers:
-            if name.lower() == "authorization" and urlsplit(url).username is not None:
-                raise ConfigError(
-                    f"{where}.headers.{name}", "cannot be combined with a user:password in url"
-                )
+        _check_credentials(url, [name for name, _ in headers], f"{where}.headers")
         timeout_ms = _int(table, "timeout_ms", where, 5_000, (1, 600_000))
         max_connections = _int(table, "max_connections", where, 8, (1, 1_000))
         tls_verify = table.get("tls_verify", True)
@@ -166,6 +162,7 @@ class HttpSink:
         headers = {
             name: expand_env(value, f"{where}.headers.{name}") for name, value in settings.headers
         }
+        _check_credentials(url, list(headers), f"{where}.headers")
         ssl_context: ssl.SSLContext | bool = True
         if urlsplit(url).scheme.lower() == "https":
             ssl_context = _ssl_context(settings, where)
@@ -267,8 +264,9 @@ class HttpSink:
         line = f"HTTP {status} {phrase}".rstrip()
         if 200 <= status < 300:
             return None, line
-        detail = _one_line(answer.decode("utf-8", "replace"))[:_REASON_BODY_CHARS]
-        reason = self._scrub(f"{method} {shown}: {line}" + (f": {detail}" if detail else ""))
+        # Scrubbed before it is cut, so that no prefix of a secret is left at the cut.
+        detail = _one_line(self._scrub(answer.decode("utf-8", "replace")))[:_REASON_BODY_CHARS]
+        reason = f"{method} {shown}: {line}" + (f": {detail}" if detail else "")
         if status < 400 or status >= 500 or status in RETRY_STATUSES:
             raise SinkUnavailable(reason)
         return status, reason
@@ -373,6 +371,15 @@ def _check_url(url: str, key: str, *, shown: str = "") -> None:
             parts.port  # noqa: B018 - raises ValueError on a bad port
         except ValueError:
             raise ConfigError(key, f"has an invalid port, got {what}") from None
+
+
+def _check_credentials(url: str, header_names: Sequence[str], key: str) -> None:
+    """aiohttp refuses an Authorization header beside a user:password in the URL."""
+    if urlsplit(url).username is None:
+        return
+    for name in header_names:
+        if name.lower() == "authorization":
+            raise ConfigError(f"{key}.{name}", "cannot be combined with a user:password in url")
 
 
 def _check_ca_file(path: str, key: str) -> None:
