@@ -24,7 +24,7 @@ from tests.services import free_port
 
 T = TypeVar("T")
 WHERE = "integration[0]"
-T0 = 1_795_000_000_000  # 2026-11-18T08:26:40Z, in unix milliseconds
+T0 = 1_795_000_000_000  # 2026-11-18T11:06:40Z, in unix milliseconds
 
 MODES = pytest.mark.parametrize("insert", ["copy", "executemany"])
 
