@@ -1,0 +1,636 @@
+"""The `kafka` sink: each delivery becomes one record on an external Kafka cluster.
+
+- The record's topic comes from a template (`iot.{tenant}.{topic_level_1}`), its key from the
+  publisher's client id (or a topic level, the whole topic, or none), its value is the JSON
+  envelope (`record.envelope`) or the raw payload, and the MQTT properties travel as record
+  headers. The record's timestamp is when the broker accepted the message.
+- The producer is idempotent with acks=all (the default): within one producer, a record is
+  written once and in order per partition, and records with one key share a partition, so
+  one publisher's messages keep their order (per key). A redelivered batch (at least once)
+  is written again: the `mqttq.integration` and `mqttq.seq` headers tell a duplicate.
+- `send` produces the whole batch, then waits (on the event loop, never blocking it) for
+  every delivery report, which a thread of the sink's own polls from librdkafka.
+- Transient failures (no broker, timeout, full queue, a fatal producer error) raise
+  `SinkUnavailable`: the worker retries the batch. Failures that retrying cannot cure, for
+  one record (too large, topic authorization failed, invalid or missing topic), are
+  returned as `Rejected`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import logging
+import re
+import string
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar, Final
+
+import confluent_kafka
+
+from mqttq.errors import ConfigError
+from mqttq.integrations.record import ENVELOPE_FIELDS, Delivery, envelope
+from mqttq.integrations.secrets import expand_env
+from mqttq.integrations.sink import Rejected, SinkRejected, SinkUnavailable
+
+__all__ = ["KafkaSink", "KafkaSinkSettings"]
+
+_LIBRDKAFKA_LOG: Final = logging.getLogger("mqttq.integrations.librdkafka")
+
+TEMPLATE_FIELDS: Final = ("topic", "client_id", "tenant", "content_type", "response_topic")
+"""Envelope fields a topic template may name (plus `topic_level_N`): the string ones that
+can be part of a topic name (not the payload, its encoding or the correlation data)."""
+
+_TOPIC_LEVEL: Final = re.compile(r"topic_level_([1-9][0-9]*)")
+_KAFKA_TOPIC: Final = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+_SERVER: Final = re.compile(r"[^\s,:]+:([0-9]{1,5})")
+
+SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+COMPRESSIONS: Final = ("none", "gzip", "snappy", "lz4", "zstd")
+_ACKS: Final[Mapping[object, str]] = {"all": "all", "-1": "all", -1: "all", "1": "1", 1: "1"}
+_ACKS_ZERO: Final[Mapping[object, str]] = {"0": "0", 0: "0"}
+
+_PERMANENT: Final = frozenset(
+    {
+        confluent_kafka.KafkaError.MSG_SIZE_TOO_LARGE,
+        confluent_kafka.KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        confluent_kafka.KafkaError.TOPIC_EXCEPTION,
+        confluent_kafka.KafkaError._UNKNOWN_TOPIC,
+        confluent_kafka.KafkaError.UNKNOWN_TOPIC_OR_PART,
+        confluent_kafka.KafkaError.INVALID_RECORD,
+        confluent_kafka.KafkaError.POLICY_VIOLATION,
+        confluent_kafka.KafkaError._INVALID_ARG,
+    }
+)
+"""Errors about one record that a retry cannot cure: the record is rejected (dead-lettered).
+Everything else (timeouts, brokers down, authentication, a fatal producer) is transient: a
+problem of the sink as a whole, retried until an operator fixes it, nothing dead-lettered."""
+
+_POLL_SECONDS: Final = 0.05
+"""How long the poll thread blocks per call (also bounds how long `close` waits for it)."""
+_REPORT_GRACE_SECONDS: Final = 5.0
+"""How much longer than `timeout_ms` `send` waits for delivery reports before giving up."""
+
+
+class _Template:
+    """A compiled topic template: literal text and the delivery fields between it."""
+
+    def __init__(self, text: str, where: str) -> None:
+        self.text = text
+        self._parts: list[str | Callable[[Delivery], str]] = []
+        try:
+            parsed = list(string.Formatter().parse(text))
+        except ValueError as exc:
+            raise ConfigError(where, f"is not a valid template ({exc}): {text!r}") from None
+        for literal, name, spec, conversion in parsed:
+            if literal:
+                self._parts.append(literal)
+            if name is None:
+                continue
+            if spec or conversion:
+                raise ConfigError(where, f"field {{{name}}} takes no format spec or conversion")
+            self._parts.append(_field_getter(name, where))
+
+    def render(self, delivery: Delivery) -> str:
+        """The template with each field replaced by the delivery's value ("" when absent)."""
+        return "".join(part if isinstance(part, str) else part(delivery) for part in self._parts)
+
+
+def _field_getter(name: str, where: str) -> Callable[[Delivery], str]:
+    level = _TOPIC_LEVEL.fullmatch(name)
+    if level is not None:
+        return functools.partial(_topic_level, int(level.group(1)))
+    if name in TEMPLATE_FIELDS:
+        return functools.partial(_attribute, name)
+    allowed = ", ".join(TEMPLATE_FIELDS) + " or topic_level_N"
+    if name in ENVELOPE_FIELDS:
+        raise ConfigError(where, f"field {{{name}}} cannot be part of a topic name; use {allowed}")
+    raise ConfigError(where, f"unknown field {{{name}}}; use {allowed}")
+
+
+def _topic_level(index: int, delivery: Delivery) -> str:
+    return delivery.topic_level(index)
+
+
+def _attribute(name: str, delivery: Delivery) -> str:
+    value = getattr(delivery, name)
+    return "" if value is None else str(value)
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaSinkSettings:
+    """The `kafka` sink's own keys of an `[[integration]]` table, validated.
+
+    String settings are kept as written: `${NAME}` references are expanded from the
+    environment only when the sink opens (`sasl_password = "${KAFKA_PASSWORD}"`).
+    """
+
+    KEYS: ClassVar[frozenset[str]] = frozenset(
+        {
+            "bootstrap_servers",
+            "topic",
+            "key",
+            "value",
+            "payload_encoding",
+            "headers",
+            "security_protocol",
+            "sasl_mechanism",
+            "sasl_username",
+            "sasl_password",
+            "ssl_ca_location",
+            "ssl_certificate_location",
+            "ssl_key_location",
+            "ssl_key_password",
+            "acks",
+            "compression",
+            "timeout_ms",
+            "max_message_bytes",
+            "auto_create_topics",
+        }
+    )
+    SECRETS: ClassVar[frozenset[str]] = frozenset({"sasl_password", "ssl_key_password"})
+
+    bootstrap_servers: str
+    """`host:port[,host:port...]`: where the producer finds the cluster."""
+    topic: str
+    """The topic template, e.g. `iot.{tenant}.{topic_level_1}`."""
+    key: str = "client_id"
+    """`client_id`, `topic`, `topic_level_N` or `none` (no key: records spread)."""
+    value: str = "envelope"
+    """`envelope` (the JSON object of `record.envelope`) or `raw` (the payload bytes)."""
+    payload_encoding: str = "auto"
+    """In the envelope: `auto` (UTF-8 text, else base64) or `base64` (always)."""
+    headers: bool = True
+    """Write the MQTT properties as record headers."""
+    security_protocol: str = "PLAINTEXT"
+    sasl_mechanism: str | None = None
+    sasl_username: str | None = None
+    sasl_password: str | None = None
+    ssl_ca_location: str | None = None
+    ssl_certificate_location: str | None = None
+    ssl_key_location: str | None = None
+    ssl_key_password: str | None = None
+    acks: str = "all"
+    """`all` (idempotent producer), `1` or `0` (both without idempotence)."""
+    compression: str = "none"
+    timeout_ms: int = 30_000
+    """How long a record may take to be acknowledged before `send` says unavailable."""
+    max_message_bytes: int = 1_000_000
+    """Largest record (and record batch) the producer sends; a larger record is rejected.
+    Keep it at most the topics' `max.message.bytes`."""
+    auto_create_topics: bool = True
+    """Ask the cluster to create a missing topic (the brokers' auto.create.topics.enable
+    must allow it too); when off, a record for a missing topic is rejected."""
+
+    @classmethod
+    def from_table(cls, table: Mapping[str, Any], where: str) -> KafkaSinkSettings:
+        """The settings from an `[[integration]]` table (other keys are ignored); raises
+        `ConfigError` naming `<where>.<key>` and the problem."""
+
+        def at(key: str) -> str:
+            return f"{where}.{key}"
+
+        def text(key: str, required: bool = False) -> str | None:
+            value = table.get(key)
+            if value is None:
+                if required:
+                    raise ConfigError(at(key), "is required")
+                return None
+            if not isinstance(value, str) or not value.strip():
+                raise ConfigError(at(key), f"must be a non-empty string, got {value!r}")
+            return value
+
+        def choice(key: str, options: Sequence[str], default: str, upper: bool = False) -> str:
+            value = text(key)
+            if value is None:
+                return default
+            wanted = value.upper() if upper else value.lower()
+            if wanted not in options:
+                raise ConfigError(at(key), f"must be one of {', '.join(options)}, got {value!r}")
+            return wanted
+
+        def flag(key: str, default: bool) -> bool:
+            value = table.get(key, default)
+            if not isinstance(value, bool):
+                raise ConfigError(at(key), f"must be true or false, got {value!r}")
+            return value
+
+        def integer(key: str, default: int, low: int, high: int) -> int:
+            value = table.get(key, default)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ConfigError(
+                    at(key), f"must be an integer from {low} to {high}, got {value!r}"
+                )
+            return value
+
+        servers = text("bootstrap_servers", required=True)
+        assert servers is not None
+        _check_servers(servers, at("bootstrap_servers"))
+        topic = text("topic", required=True)
+        assert topic is not None
+        _Template(topic, at("topic"))
+        key = text("key") or "client_id"
+        if key not in ("client_id", "topic", "none") and not _TOPIC_LEVEL.fullmatch(key):
+            raise ConfigError(
+                at("key"), f"must be client_id, topic, topic_level_N or none, got {key!r}"
+            )
+        acks_raw = table.get("acks", "all")
+        acks = _ACKS.get(acks_raw) or _ACKS_ZERO.get(acks_raw)
+        if acks is None or isinstance(acks_raw, bool):
+            raise ConfigError(at("acks"), f"must be all, 1 or 0, got {acks_raw!r}")
+
+        protocol = choice("security_protocol", SECURITY_PROTOCOLS, "PLAINTEXT", upper=True)
+        sasl = protocol.startswith("SASL_")
+        mechanism = choice("sasl_mechanism", SASL_MECHANISMS, "", upper=True) or None
+        settings = cls(
+            bootstrap_servers=servers,
+            topic=topic,
+            key=key,
+            value=choice("value", ("envelope", "raw"), "envelope"),
+            payload_encoding=choice("payload_encoding", ("auto", "base64"), "auto"),
+            headers=flag("headers", True),
+            security_protocol=protocol,
+            sasl_mechanism=mechanism,
+            sasl_username=text("sasl_username"),
+            sasl_password=text("sasl_password"),
+            ssl_ca_location=text("ssl_ca_location"),
+            ssl_certificate_location=text("ssl_certificate_location"),
+            ssl_key_location=text("ssl_key_location"),
+            ssl_key_password=text("ssl_key_password"),
+            acks=acks,
+            compression=choice("compression", COMPRESSIONS, "none"),
+            timeout_ms=integer("timeout_ms", 30_000, 100, 3_600_000),
+            max_message_bytes=integer("max_message_bytes", 1_000_000, 1_000, 1_000_000_000),
+            auto_create_topics=flag("auto_create_topics", True),
+        )
+        for name in ("sasl_mechanism", "sasl_username", "sasl_password"):
+            if sasl and getattr(settings, name) is None:
+                raise ConfigError(at(name), f"is required with security_protocol {protocol}")
+            if not sasl and getattr(settings, name) is not None:
+                raise ConfigError(
+                    at(name), "is only used with security_protocol SASL_PLAINTEXT or SASL_SSL"
+                )
+        if not protocol.endswith("SSL"):
+            for name in ("ssl_ca_location", "ssl_certificate_location", "ssl_key_location"):
+                if getattr(settings, name) is not None:
+                    raise ConfigError(
+                        at(name), "is only used with security_protocol SSL or SASL_SSL"
+                    )
+        if settings.ssl_key_password is not None and settings.ssl_key_location is None:
+            raise ConfigError(at("ssl_key_password"), "is only used with ssl_key_location")
+        if (settings.ssl_certificate_location is None) != (settings.ssl_key_location is None):
+            missing = (
+                "ssl_key_location"
+                if settings.ssl_key_location is None
+                else ("ssl_certificate_location")
+            )
+            raise ConfigError(at(missing), "is required for a client certificate (both or none)")
+        return settings
+
+    def public(self) -> dict[str, Any]:
+        """The settings as the admin API shows them: templates as written, secrets "***"."""
+        shown: dict[str, Any] = {}
+        for item in fields(self):
+            value = getattr(self, item.name)
+            if item.name in self.SECRETS and value is not None:
+                value = "***"
+            shown[item.name] = value
+        return shown
+
+
+def _check_servers(servers: str, where: str) -> None:
+    if "${" in servers:
+        return  # checked once expanded, at open
+    for server in servers.split(","):
+        match = _SERVER.fullmatch(server.strip())
+        if match is None or not 0 < int(match.group(1)) < 65536:
+            raise ConfigError(where, f"must be host:port[,host:port...], got {servers!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """What librdkafka reported for one record: an error, or where it was written."""
+
+    error: Any = None
+    topic: str = ""
+    partition: int = -1
+    offset: int = -1
+
+
+class _Pending:
+    """The delivery reports of one batch, counted down to a future on the event loop.
+
+    `report` runs on the poll thread, `skip` and `produced` on the event loop thread: the
+    count is shared between them under a lock.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, size: int) -> None:
+        self.outcomes: list[_Outcome | None] = [None] * size
+        self.done: asyncio.Future[None] = loop.create_future()
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._left = size + 1  # + 1 until every record of the batch was handed over
+
+    def report(self, index: int, error: Any, message: Any) -> None:
+        if error is not None:
+            self.outcomes[index] = _Outcome(error)
+        else:
+            self.outcomes[index] = _Outcome(
+                None, message.topic(), message.partition(), message.offset()
+            )
+        self._count_down(1)
+
+    def produced(self, skipped: int) -> None:
+        """Every record was produced, except `skipped` (rejected or never handed over)."""
+        self._count_down(skipped + 1)
+
+    def _count_down(self, count: int) -> None:
+        with self._lock:
+            self._left -= count
+            finished = self._left == 0
+        if finished:
+            # RuntimeError: the loop closed, nobody is waiting any more.
+            with contextlib.suppress(RuntimeError):
+                self._loop.call_soon_threadsafe(_resolve, self.done)
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+class KafkaSink:
+    """Delivers batches as records to a Kafka cluster (see the module docstring)."""
+
+    def __init__(self, settings: KafkaSinkSettings, name: str) -> None:
+        self.settings = settings
+        self.name = name
+        self._template = _Template(settings.topic, f"{name}.topic")
+        self._key = _key_function(settings.key)
+        self._producer: confluent_kafka.Producer | None = None
+        self._thread: threading.Thread | None = None
+        self._closing = threading.Event()
+        self._fatal: str | None = None
+        self._secrets: tuple[str, ...] = ()
+        self._integration = name.encode()
+
+    async def open(self) -> None:
+        """Create the producer (it connects in the background: a cluster that is down shows
+        up as `SinkUnavailable` from `send`). Raises `ConfigError` naming the key for an
+        unset `${NAME}` or a setting librdkafka refuses (e.g. a missing CA file)."""
+        if self._producer is not None:
+            return
+        config = self._config()
+        try:
+            producer = confluent_kafka.Producer(config)
+        except confluent_kafka.KafkaException as exc:
+            raise ConfigError(self.name, self._scrub(f"kafka producer refused: {exc}")) from None
+        self._producer = producer
+        self._fatal = None
+        self._closing = threading.Event()
+        self._thread = threading.Thread(
+            target=_poll,
+            args=(producer, self._closing),
+            name=f"mqttq-sink-kafka-{self.name}",
+            daemon=True,
+        )
+        self._thread.start()
+
+    def _config(self) -> dict[str, Any]:
+        settings = self.settings
+
+        def expanded(key: str) -> str | None:
+            value = getattr(settings, key)
+            return None if value is None else expand_env(value, f"{self.name}.{key}")
+
+        servers = expanded("bootstrap_servers") or ""
+        _check_servers(servers, f"{self.name}.bootstrap_servers")
+        timeout = settings.timeout_ms
+        idempotent = settings.acks == "all"
+        config: dict[str, Any] = {
+            "bootstrap.servers": servers,
+            "client.id": f"mqttq-integration-{self.name}",
+            "logger": _LIBRDKAFKA_LOG,
+            # Only critical lines: a cluster that is down surfaces as SinkUnavailable with
+            # the reason, not as a "Connect failed" log line per retry.
+            "log_level": 2,
+            "acks": settings.acks,
+            "enable.idempotence": idempotent,
+            "message.timeout.ms": timeout,
+            # A request must time out before the record does, or librdkafka refuses.
+            "request.timeout.ms": min(30_000, max(1, timeout - 1)),
+            "message.max.bytes": settings.max_message_bytes,
+            "compression.type": settings.compression,
+            "linger.ms": 5,
+            "allow.auto.create.topics": settings.auto_create_topics,
+            # A missing topic fails its records well before they time out (then Rejected).
+            "topic.metadata.propagation.max.ms": max(1, min(30_000, timeout // 2)),
+            # The Java client's partitioner: a key lands on the partition Java would pick.
+            "partitioner": "murmur2_random",
+            "security.protocol": settings.security_protocol.lower(),
+            "error_cb": self._on_error,
+        }
+        if not idempotent:
+            config["max.in.flight.requests.per.connection"] = 1  # retries keep the order
+        names = {
+            "sasl_mechanism": "sasl.mechanism",
+            "sasl_username": "sasl.username",
+            "sasl_password": "sasl.password",
+            "ssl_ca_location": "ssl.ca.location",
+            "ssl_certificate_location": "ssl.certificate.location",
+            "ssl_key_location": "ssl.key.location",
+            "ssl_key_password": "ssl.key.password",
+        }
+        secrets: list[str] = []
+        for key, property_name in names.items():
+            value = expanded(key)
+            if value is not None:
+                config[property_name] = value
+                if key in KafkaSinkSettings.SECRETS:
+                    secrets.append(value)
+        self._secrets = tuple(secret for secret in secrets if secret)
+        return config
+
+    def _on_error(self, error: Any) -> None:  # on the poll thread
+        if error.fatal():
+            self._fatal = f"kafka: fatal producer error: {error.str()}"
+
+    async def send(self, batch: Sequence[Delivery]) -> Sequence[Rejected]:
+        """Produce `batch` in order and wait for every delivery report; the records refused
+        for good come back as `Rejected`. Raises `SinkUnavailable` when any record was not
+        confirmed for a transient reason (the whole batch is then sent again)."""
+        rejected, _ = await self._deliver(batch)
+        return rejected
+
+    async def probe(self, sample: Delivery) -> str:
+        """Produce `sample` and say where Kafka wrote it: `kafka: written to
+        <topic>[<partition>]@<offset> (acks=all)`."""
+        rejected, outcomes = await self._deliver([sample])
+        if rejected:
+            raise SinkRejected(rejected[0].reason)
+        written = outcomes[0]
+        return (
+            f"kafka: written to {written.topic}[{written.partition}]@{written.offset} "
+            f"(acks={self.settings.acks})"
+        )
+
+    async def _deliver(self, batch: Sequence[Delivery]) -> tuple[list[Rejected], list[_Outcome]]:
+        await self.open()
+        producer = self._producer
+        assert producer is not None
+        settings = self.settings
+        pending = _Pending(asyncio.get_running_loop(), len(batch))
+        refused: dict[int, str] = {}
+        transient: str | None = None
+        skipped = 0
+        topics = [self._template.render(delivery) for delivery in batch]
+        for index, delivery in enumerate(batch):
+            topic = topics[index]
+            if not _KAFKA_TOPIC.fullmatch(topic) or topic in (".", ".."):
+                refused[index] = (
+                    f"kafka: {topic!r} is not a valid topic name (letters, digits, '.', '_', "
+                    "'-', at most 249)"
+                )
+                skipped += 1
+                continue
+            value = (
+                delivery.payload
+                if settings.value == "raw"
+                else _json(envelope(delivery, payload_encoding=settings.payload_encoding))
+            )
+            try:
+                producer.produce(
+                    topic,
+                    value,
+                    self._key(delivery),
+                    on_delivery=functools.partial(pending.report, index),
+                    timestamp=delivery.timestamp_ms,
+                    headers=self._headers(delivery) if settings.headers else None,
+                )
+            except BufferError:
+                transient = "kafka: the producer's queue is full (the cluster is slow or down)"
+            except confluent_kafka.KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                if isinstance(error, confluent_kafka.KafkaError) and error.code() in _PERMANENT:
+                    refused[index] = _reason(topic, error)
+                    skipped += 1
+                    continue
+                transient = f"kafka: cannot produce to {topic!r}: {exc}"
+            if transient is not None:
+                skipped += len(batch) - index
+                break
+        pending.produced(skipped)
+        if transient is None:
+            try:
+                async with asyncio.timeout(settings.timeout_ms / 1000 + _REPORT_GRACE_SECONDS):
+                    await asyncio.shield(pending.done)
+            except TimeoutError:
+                transient = f"kafka: no delivery report within {settings.timeout_ms} ms"
+        outcomes: list[_Outcome] = []
+        for index, reported in enumerate(pending.outcomes):
+            outcome = _Outcome(None) if reported is None else reported
+            if outcome.error is not None:
+                if outcome.error.code() in _PERMANENT:
+                    refused[index] = _reason(topics[index], outcome.error)
+                elif transient is None:
+                    transient = _reason(topics[index], outcome.error)
+            outcomes.append(outcome)
+        if self._fatal is not None:
+            transient = self._fatal
+            await self._discard()  # a fenced idempotent producer: the next send opens anew
+        if transient is not None:
+            raise SinkUnavailable(self._scrub(transient))
+        rejected = [Rejected(batch[i], self._scrub(refused[i])) for i in sorted(refused)]
+        return rejected, outcomes
+
+    def _headers(self, delivery: Delivery) -> list[tuple[str, str | bytes | None]]:
+        headers: list[tuple[str, str | bytes | None]] = [
+            ("mqtt.topic", delivery.topic.encode()),
+            ("mqtt.qos", str(delivery.qos).encode()),
+            ("mqtt.retain", b"true" if delivery.retain else b"false"),
+            ("mqtt.client_id", delivery.client_id.encode()),
+            ("mqtt.tenant", delivery.tenant.encode()),
+        ]
+        if delivery.content_type is not None:
+            headers.append(("mqtt.content_type", delivery.content_type.encode()))
+        if delivery.response_topic is not None:
+            headers.append(("mqtt.response_topic", delivery.response_topic.encode()))
+        if delivery.correlation_data is not None:
+            headers.append(("mqtt.correlation_data", delivery.correlation_data))
+        if delivery.message_expiry_interval is not None:
+            headers.append(
+                ("mqtt.message_expiry_interval", str(delivery.message_expiry_interval).encode())
+            )
+        headers.append(("mqttq.integration", self._integration))
+        headers.append(("mqttq.seq", str(delivery.seq).encode()))
+        for name, value in delivery.extra.items():
+            headers.append((f"mqttq.{name}", value.encode()))
+        headers.extend((name, value.encode()) for name, value in delivery.user_properties)
+        return headers
+
+    def _scrub(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return " ".join(text.split())
+
+    async def _discard(self) -> None:
+        producer, thread = self._producer, self._thread
+        self._producer = self._thread = None
+        if producer is None:
+            return
+        self._closing.set()
+        producer.purge()
+        if thread is not None:
+            await asyncio.to_thread(thread.join, 10 * _POLL_SECONDS + 5.0)
+
+    async def close(self) -> None:
+        """Stop the producer: records not yet acknowledged are purged (their `send` raises
+        `SinkUnavailable`, and the worker sends them again). Idempotent."""
+        await self._discard()
+
+
+def _poll(producer: confluent_kafka.Producer, closing: threading.Event) -> None:
+    # Delivery reports and error callbacks are served here, never on the event loop.
+    while not closing.is_set():
+        producer.poll(_POLL_SECONDS)
+    producer.poll(0)  # the reports of what `purge` failed
+
+
+def _key_function(key: str) -> Callable[[Delivery], bytes | None]:
+    if key == "none":
+        return _no_key
+    if key == "topic":
+        return _topic_key
+    level = _TOPIC_LEVEL.fullmatch(key)
+    if level is not None:
+        return functools.partial(_level_key, int(level.group(1)))
+    return _client_id_key
+
+
+def _no_key(_delivery: Delivery) -> None:
+    return None
+
+
+def _topic_key(delivery: Delivery) -> bytes:
+    return delivery.topic.encode()
+
+
+def _client_id_key(delivery: Delivery) -> bytes:
+    return delivery.client_id.encode()
+
+
+def _level_key(index: int, delivery: Delivery) -> bytes:
+    return delivery.topic_level(index).encode()
+
+
+def _json(body: Mapping[str, Any]) -> bytes:
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _reason(topic: str, error: Any) -> str:
+    return f"kafka: topic {topic!r}: {error.str()} ({error.name()})"
