@@ -181,19 +181,19 @@ def serve(
             lock.release()
 
 
-def announces(settings: Settings, *, terminal: bool | None = None) -> bool:
+def announces(settings: Settings) -> bool:
     """Whether `serve` prints its one `listening on ...` line on stderr: always at the
     default log level (warning), whether stderr is a terminal or not; at info and debug
     only on a terminal (elsewhere the "listening" log record says it, and a JSON log stays
     JSON); never at error and critical (asked to be quiet), nor in a `--workers` worker
-    (its supervisor prints the line for all). `terminal` defaults to stderr's."""
+    (its supervisor prints the line for all)."""
     if os.environ.get(WORKER_ENV):
         return False
     level = settings.log.level.lower()
     if level == "warning":
         return True
     if level in ("debug", "info"):
-        return sys.stderr.isatty() if terminal is None else terminal
+        return sys.stderr.isatty()
     return False
 
 
