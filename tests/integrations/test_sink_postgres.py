@@ -512,3 +512,28 @@ def test_a_bad_url_is_shown_without_its_password() -> None:
         PostgresSinkSettings.from_table({"url": "mysql://u:hunter2@h/d", "table": "t"}, WHERE)
 
     assert caught.value.problem == "must be a postgresql:// URL, got 'mysql://u:***@h/d'"
+
+
+def test_a_server_that_never_answers_is_unavailable_after_timeout_ms() -> None:
+    async def scenario() -> tuple[int, str]:
+        accepted: list[asyncio.StreamWriter] = []
+
+        async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            accepted.append(writer)  # takes the connection and never answers
+
+        server = await asyncio.start_server(silent, "127.0.0.1", 0)
+        port: int = server.sockets[0].getsockname()[1]
+        config = settings(f"postgresql://postgres@127.0.0.1:{port}/x", table="t", timeout_ms=200)
+        try:
+            with pytest.raises(SinkUnavailable) as caught:
+                await with_sink(config, lambda sink: sink.send([delivery(1, "x")]))
+            return port, str(caught.value)
+        finally:
+            server.close()
+            for writer in accepted:
+                writer.transport.abort()
+            await asyncio.sleep(0)  # let the aborted transports close
+
+    port, message = run(scenario())
+
+    assert message == f"postgres 127.0.0.1:{port}/x: no answer within 0.2 s"
