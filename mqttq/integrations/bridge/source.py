@@ -49,7 +49,7 @@ class BridgeSource:
         self.deliver = deliver
         self.tenant = tenant
         self.own_origins = frozenset(own_origins)
-        self.where = where or f"integration {name!r}"
+        self.where = where or f"integration[{name}]"
         self.backoff = backoff if backoff is not None else Backoff()
         self.last_error: str | None = None
         """Why the last connection attempt failed or ended (one line, no secret)."""

@@ -37,7 +37,7 @@ class MqttSink:
     def __init__(self, settings: MqttSinkSettings, name: str, *, where: str = "") -> None:
         self.settings = settings
         self.name = name
-        self.where = where or f"integration {name!r}"
+        self.where = where or f"integration[{name}]"
         self._client: MqttClient | None = None
         self._origin = ""
         self._pending: dict[int, asyncio.Future[ReasonCode]] = {}
