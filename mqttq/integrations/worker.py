@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
+from mqttq.errors import ConfigError
 from mqttq.integrations.record import Delivery
 from mqttq.integrations.sink import Rejected, Sink, SinkRejected, SinkUnavailable
 from mqttq.integrations.spec import DeliverySettings
@@ -119,41 +120,60 @@ class IntegrationWorker:
         self.dead_letters = dead_letters
         self.delivery = delivery
         self.stats = IntegrationStats()
-        self.state = "starting"
+        self._phase = "starting"
         self._clock = clock
         self._sleep = sleep
         self._running = asyncio.Event()
         self._running.set()
         self._backoff = Backoff(delivery.retry_initial_ms / 1000, delivery.retry_max_ms / 1000)
 
+    @property
+    def state(self) -> str:
+        """starting, running, retrying (the sink is unavailable), paused, failed (the
+        sink cannot work as configured: see `stats.last_error`) or stopped."""
+        if not self._running.is_set() and self._phase not in ("failed", "stopped"):
+            return "paused"
+        return self._phase
+
     def pause(self) -> None:
-        """Stop taking batches after the one in progress (the backlog keeps filling)."""
+        """Send nothing after the batch in progress (the backlog keeps filling)."""
         self._running.clear()
-        self.state = "paused"
 
     def resume(self) -> None:
         self._running.set()
-        if self.state == "paused":
-            self.state = "running"
 
     @property
     def paused(self) -> bool:
         return not self._running.is_set()
 
     async def run(self) -> None:
-        """Deliver until cancelled. The sink is closed on the way out."""
+        """Deliver until cancelled. The sink is closed on the way out.
+
+        A sink that cannot work as configured (an unset `${NAME}`, an unreadable CA file)
+        ends the run with state "failed" and the reason in `stats.last_error`; the backlog
+        keeps what arrives until the integration is changed or resumed.
+        """
         try:
-            await self._open()
+            try:
+                await self._open()
+            except ConfigError as exc:
+                self._error(str(exc))
+                log.error("integration %s: cannot start: %s", self.name, exc)
+                self._phase = "failed"
+                return
             while True:
                 await self._running.wait()
-                self.state = "running"
+                if self._phase == "starting":
+                    self._phase = "running"
                 batch = await self.backlog.take(
                     self.delivery.batch_size, self.delivery.linger_ms / 1000
                 )
+                await self._running.wait()  # paused while waiting: the batch waits too
                 if batch:
                     await self._deliver(batch)
         finally:
-            self.state = "stopped"
+            if self._phase != "failed":
+                self._phase = "stopped"
             await self.sink.close()
 
     async def _open(self) -> None:
@@ -181,7 +201,7 @@ class IntegrationWorker:
                 rejected = [Rejected(delivery, str(exc)) for delivery in batch]
             break
         self._backoff.reset()
-        self.state = "running"
+        self._phase = "running"
         if rejected:
             await self.dead_letters.put(self.name, rejected)
             self.stats.dead_lettered += len(rejected)
@@ -196,7 +216,7 @@ class IntegrationWorker:
 
     async def _failed(self, reason: str) -> None:
         self.stats.failed += 1
-        self.state = "retrying"
+        self._phase = "retrying"
         self._error(reason)
         delay = self._backoff.next()
         log.warning(

@@ -1,0 +1,201 @@
+"""The integration worker against a real HTTP receiver: order, retries while the sink is
+down, dead letters for what it refuses, pause/resume, and a sink that cannot start."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import deque
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from mqttq.integrations.record import Delivery
+from mqttq.integrations.sink import Rejected
+from mqttq.integrations.sinks.http import HttpSink, HttpSinkSettings
+from mqttq.integrations.spec import DeliverySettings
+from mqttq.integrations.worker import Backoff, IntegrationWorker
+from tests.integrations.http_receivers import Receiver
+
+
+class ListBacklog:
+    """A backlog in memory (the Backlog port): what `take` handed out stays until
+    `settle`; `settled` records every delivery settled, in order."""
+
+    def __init__(self, deliveries: Sequence[Delivery] = ()) -> None:
+        self.waiting: deque[Delivery] = deque(deliveries)
+        self.taken: list[Delivery] = []
+        self.settled: list[Delivery] = []
+        self.arrived = asyncio.Event()
+
+    def add(self, delivery: Delivery) -> None:
+        self.waiting.append(delivery)
+        self.arrived.set()
+
+    async def take(self, max_items: int, linger: float) -> Sequence[Delivery]:
+        while not self.waiting:
+            self.arrived.clear()
+            await self.arrived.wait()
+        if len(self.waiting) < max_items and linger > 0:
+            await asyncio.sleep(linger)
+        batch = [self.waiting.popleft() for _ in range(min(max_items, len(self.waiting)))]
+        self.taken.extend(batch)
+        return batch
+
+    async def settle(self, batch: Sequence[Delivery]) -> None:
+        assert list(batch) == self.taken[: len(batch)], "settled out of order"
+        del self.taken[: len(batch)]
+        self.settled.extend(batch)
+
+    def lag(self) -> int:
+        return len(self.waiting) + len(self.taken)
+
+
+class DeadLetterList:
+    def __init__(self) -> None:
+        self.put_calls: list[tuple[str, list[Rejected]]] = []
+
+    async def put(self, integration: str, rejected: Sequence[Rejected]) -> None:
+        self.put_calls.append((integration, list(rejected)))
+
+
+def deliveries(count: int, start: int = 1) -> list[Delivery]:
+    return [
+        Delivery(
+            topic=f"sensors/{seq % 3}",
+            payload=json.dumps({"n": seq}).encode(),
+            client_id="dev-1",
+            timestamp_ms=1_700_000_000_000,
+            seq=seq,
+        )
+        for seq in range(start, start + count)
+    ]
+
+
+def worker_for(
+    url: str, backlog: ListBacklog, dead: DeadLetterList, **table: Any
+) -> IntegrationWorker:
+    sink = HttpSink(HttpSinkSettings.from_table({"url": url, **table}, "integration[0]"), "hook")
+    delivery = DeliverySettings(batch_size=10, linger_ms=0, retry_initial_ms=5, retry_max_ms=20)
+    return IntegrationWorker("hook", sink, backlog, dead, delivery)
+
+
+async def wait_until(predicate: Any, timeout: float = 20.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+
+def received_numbers(receiver: Receiver) -> list[int]:
+    numbers: list[int] = []
+    for request in receiver.received:
+        if request.status >= 300:
+            continue
+        body = request.json()
+        for item in body if isinstance(body, list) else [body]:
+            numbers.append(json.loads(item["payload"])["n"])
+    return numbers
+
+
+def test_sink_down_then_back_loses_nothing_and_keeps_order() -> None:
+    async def scenario() -> None:
+        receiver = Receiver()
+        await receiver.start()
+        port = receiver.port
+        await receiver.stop()  # the sink is down before the first message
+        backlog = ListBacklog(deliveries(25))
+        dead = DeadLetterList()
+        worker = worker_for(receiver.url(), backlog, dead, body="array")
+        task = asyncio.create_task(worker.run())
+        await wait_until(lambda: worker.stats.failed >= 3)
+        assert worker.state == "retrying"
+        assert backlog.settled == []
+        assert "127.0.0.1" in worker.stats.last_error
+        await receiver.start(port)
+        await wait_until(lambda: len(backlog.settled) == 25)
+        for seq_delivery in deliveries(5, start=26):
+            backlog.add(seq_delivery)
+        await wait_until(lambda: len(backlog.settled) == 30)
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        await receiver.stop()
+        assert received_numbers(receiver) == list(range(1, 31))
+        assert worker.stats.delivered == 30
+        assert worker.stats.retried >= 10  # the first batch at least once more
+        assert worker.stats.dead_lettered == 0
+        assert dead.put_calls == []
+        assert worker.state == "stopped"
+
+    asyncio.run(scenario())
+
+
+def test_a_poison_message_goes_to_the_dead_letters_and_the_rest_flow() -> None:
+    async def scenario() -> None:
+        def answer(body: bytes) -> int:
+            return 422 if json.loads(json.loads(body)["payload"])["n"] == 4 else 200
+
+        async with Receiver(answer=answer) as receiver:
+            backlog = ListBacklog(deliveries(8))
+            dead = DeadLetterList()
+            worker = worker_for(receiver.url(), backlog, dead)
+            task = asyncio.create_task(worker.run())
+            await wait_until(lambda: len(backlog.settled) == 8)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        assert received_numbers(receiver) == [1, 2, 3, 5, 6, 7, 8]
+        ((name, rejected),) = dead.put_calls
+        assert name == "hook"
+        assert [r.delivery.seq for r in rejected] == [4]
+        assert "422" in rejected[0].reason
+        assert (worker.stats.delivered, worker.stats.dead_lettered) == (7, 1)
+        assert "422" in worker.stats.last_error
+
+    asyncio.run(scenario())
+
+
+def test_paused_worker_takes_nothing_until_resumed() -> None:
+    async def scenario() -> None:
+        async with Receiver() as receiver:
+            backlog = ListBacklog()
+            dead = DeadLetterList()
+            worker = worker_for(receiver.url(), backlog, dead)
+            task = asyncio.create_task(worker.run())
+            backlog.add(deliveries(1)[0])
+            await wait_until(lambda: len(backlog.settled) == 1)
+            worker.pause()
+            for item in deliveries(3, start=2):
+                backlog.add(item)
+            await asyncio.sleep(0.2)
+            assert worker.state == "paused"
+            assert backlog.lag() == 3
+            assert received_numbers(receiver) == [1]
+            worker.resume()
+            await wait_until(lambda: len(backlog.settled) == 4)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        assert received_numbers(receiver) == [1, 2, 3, 4]
+
+    asyncio.run(scenario())
+
+
+def test_a_sink_that_cannot_start_fails_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MQTTQ_TEST_UNSET_URL", raising=False)
+
+    async def scenario() -> None:
+        backlog = ListBacklog(deliveries(2))
+        worker = worker_for("${MQTTQ_TEST_UNSET_URL}", backlog, DeadLetterList())
+        await asyncio.wait_for(worker.run(), 10)
+        assert worker.state == "failed"
+        assert "MQTTQ_TEST_UNSET_URL" in worker.stats.last_error
+        assert backlog.lag() == 2  # nothing taken, nothing lost
+
+    asyncio.run(scenario())
+
+
+def test_backoff_doubles_to_its_ceiling_with_full_jitter() -> None:
+    backoff = Backoff(0.1, 1.0, rand=lambda: 1.0)
+    assert [backoff.next() for _ in range(6)] == [0.1, 0.2, 0.4, 0.8, 1.0, 1.0]
+    backoff.reset()
+    assert backoff.next() == 0.1
+    assert Backoff(0.1, 1.0, rand=lambda: 0.0).next() == 0.001
