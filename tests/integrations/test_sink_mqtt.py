@@ -169,7 +169,8 @@ def test_out_remote_down_is_unavailable_then_delivered_after_restart(
             await sink.close()
 
     errors = run(scenario())
-    assert f"cannot connect to {HOST}:{mosquitto.port}" in errors[-1], errors
+    assert errors[-1] == f"cannot connect to {HOST}:{mosquitto.port}: connection refused"
+    assert errors[0].startswith(f"connection to {HOST}:{mosquitto.port} lost"), errors
 
 
 def test_out_refused_publish_is_rejected_and_the_rest_flows(

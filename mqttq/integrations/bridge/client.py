@@ -244,6 +244,8 @@ class MqttClient:
             ) from None
         except ssl.SSLError as exc:
             raise ClientError(f"TLS handshake with {where} failed: {exc.reason or exc}") from None
+        except ConnectionRefusedError:
+            raise ClientError(f"cannot connect to {where}: connection refused") from None
         except OSError as exc:
             raise ClientError(f"cannot connect to {where}: {exc.strerror or exc}") from None
         self._conn = conn
