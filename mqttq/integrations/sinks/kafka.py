@@ -426,7 +426,9 @@ class KafkaSink:
             "request.timeout.ms": min(30_000, max(1, timeout - 1)),
             "message.max.bytes": settings.max_message_bytes,
             "compression.type": settings.compression,
-            "linger.ms": 5,
+            # `send` hands over a whole batch at once: 1 ms is enough to gather it into one
+            # request (5 ms halved the throughput of sequential batches of 100).
+            "linger.ms": 1,
             "allow.auto.create.topics": settings.auto_create_topics,
             # A missing topic fails its records well before they time out (then Rejected).
             "topic.metadata.propagation.max.ms": max(1, min(30_000, timeout // 2)),
