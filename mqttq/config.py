@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import math
 import tomllib
+import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import fields
 from pathlib import Path
@@ -506,10 +507,14 @@ def _url_path(value: Any) -> str | None:
 
 
 def _redis_url(value: Any) -> str | None:
-    schemes = ("redis://", "rediss://", "unix://")
-    if str(value).startswith(schemes):
-        return None
-    return f"must start with redis://, rediss:// or unix://, got {value!r}"
+    text = str(value)
+    if not text.startswith(("redis://", "rediss://", "unix://")):
+        return f"must start with redis://, rediss:// or unix://, got {value!r}"
+    try:
+        _ = urllib.parse.urlsplit(text).port  # raises as redis-py's URL parser would
+    except ValueError:
+        return f"must give a port 0..65535 as redis://HOST:PORT/DB, got {value!r}"
+    return None
 
 
 _ENV_SECTIONS: Final = {name.replace(".", "_"): name for name in _SECTIONS}
