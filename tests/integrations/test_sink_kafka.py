@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -126,8 +127,22 @@ def test_an_unset_secret_fails_at_open_naming_the_variable_never_a_value(
     )
     with pytest.raises(ConfigError) as raised:
         asyncio.run(sink.open())
-    assert raised.value.key == "to-kafka.sasl_password"
+    assert raised.value.key == "integration[to-kafka].sasl_password"
     assert "MQTTQ_TEST_KAFKA_PASSWORD is not set" in raised.value.problem
+
+
+def test_a_ca_file_that_cannot_be_read_fails_at_open_naming_the_key(tmp_path: Path) -> None:
+    parsed = settings(
+        bootstrap_servers="127.0.0.1:9093",
+        topic="iot",
+        security_protocol="SSL",
+        ssl_ca_location=str(tmp_path / "missing-ca.pem"),
+    )
+    with pytest.raises(ConfigError) as raised:
+        asyncio.run(KafkaSink(parsed, "tls").open())
+    assert raised.value.key == "integration[tls].ssl_ca_location"
+    assert raised.value.problem.startswith("Kafka refused it: ")
+    assert "ssl.ca.location failed" in raised.value.problem
 
 
 # --- against the real Kafka ------------------------------------------------------------

@@ -71,6 +71,17 @@ _PERMANENT: Final = frozenset(
 Everything else (timeouts, brokers down, authentication, a fatal producer) is transient: a
 problem of the sink as a whole, retried until an operator fixes it, nothing dead-lettered."""
 
+_SECURITY_PROPERTIES: Final = {
+    "sasl_mechanism": "sasl.mechanism",
+    "sasl_username": "sasl.username",
+    "sasl_password": "sasl.password",
+    "ssl_ca_location": "ssl.ca.location",
+    "ssl_certificate_location": "ssl.certificate.location",
+    "ssl_key_location": "ssl.key.location",
+    "ssl_key_password": "ssl.key.password",
+}
+"""The settings passed to librdkafka as they are, by their librdkafka property."""
+
 _POLL_SECONDS: Final = 0.05
 """How long the poll thread blocks per call (also bounds how long `close` waits for it)."""
 _REPORT_GRACE_SECONDS: Final = 5.0
@@ -370,7 +381,8 @@ class KafkaSink:
     def __init__(self, settings: KafkaSinkSettings, name: str) -> None:
         self.settings = settings
         self.name = name
-        self._template = _Template(settings.topic, f"{name}.topic")
+        self._where = f"integration[{name}]"
+        self._template = _Template(settings.topic, f"{self._where}.topic")
         self._key = _key_function(settings.key)
         self._producer: confluent_kafka.Producer | None = None
         self._thread: threading.Thread | None = None
@@ -389,7 +401,14 @@ class KafkaSink:
         try:
             producer = confluent_kafka.Producer(config)
         except confluent_kafka.KafkaException as exc:
-            raise ConfigError(self.name, self._scrub(f"kafka producer refused: {exc}")) from None
+            error = exc.args[0] if exc.args else exc
+            text = error.str() if isinstance(error, confluent_kafka.KafkaError) else str(exc)
+            where = self._where
+            for key, property_name in _SECURITY_PROPERTIES.items():
+                if property_name in text:
+                    where = f"{where}.{key}"
+                    break
+            raise ConfigError(where, self._scrub(f"Kafka refused it: {text}")) from None
         self._producer = producer
         self._fatal = None
         self._closing = threading.Event()
@@ -406,10 +425,10 @@ class KafkaSink:
 
         def expanded(key: str) -> str | None:
             value = getattr(settings, key)
-            return None if value is None else expand_env(value, f"{self.name}.{key}")
+            return None if value is None else expand_env(value, f"{self._where}.{key}")
 
         servers = expanded("bootstrap_servers") or ""
-        _check_servers(servers, f"{self.name}.bootstrap_servers")
+        _check_servers(servers, f"{self._where}.bootstrap_servers")
         timeout = settings.timeout_ms
         idempotent = settings.acks == "all"
         config: dict[str, Any] = {
@@ -439,17 +458,8 @@ class KafkaSink:
         }
         if not idempotent:
             config["max.in.flight.requests.per.connection"] = 1  # retries keep the order
-        names = {
-            "sasl_mechanism": "sasl.mechanism",
-            "sasl_username": "sasl.username",
-            "sasl_password": "sasl.password",
-            "ssl_ca_location": "ssl.ca.location",
-            "ssl_certificate_location": "ssl.certificate.location",
-            "ssl_key_location": "ssl.key.location",
-            "ssl_key_password": "ssl.key.password",
-        }
         secrets: list[str] = []
-        for key, property_name in names.items():
+        for key, property_name in _SECURITY_PROPERTIES.items():
             value = expanded(key)
             if value is not None:
                 config[property_name] = value
