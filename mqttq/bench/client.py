@@ -16,6 +16,7 @@ from typing import Final, cast
 from mqttq.bench.options import BenchError, ConnectFailed
 from mqttq.bench.stats import LatencyHistogram
 from mqttq.codec import (
+    MAX_PACKET_ID,
     ConnackPacket,
     ConnectPacket,
     DisconnectPacket,
@@ -465,7 +466,7 @@ class BenchClient(asyncio.Protocol):
         packet_id = self._next_packet_id
         inflight = self._inflight
         while True:
-            packet_id = packet_id % 65535 + 1
+            packet_id = packet_id % MAX_PACKET_ID + 1
             if packet_id not in inflight and packet_id not in self._subacks:
                 break
         self._next_packet_id = packet_id

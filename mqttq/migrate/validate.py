@@ -30,12 +30,13 @@ from enum import StrEnum
 from json.encoder import encode_basestring_ascii
 from typing import Any, Final
 
+# Re-exported (`as`, PEP 484): migrate.options, migrate.plan and the Spark plan import it here.
+from mqttq.codec.enums import MAX_PACKET_ID as MAX_PACKET_ID  # noqa: PLC0414
 from mqttq.errors import ProtocolError
 from mqttq.migrate import schema
 from mqttq.routing.topics import validate_topic_name
 from mqttq.storage.codec_json import PUBLISH, PUBREL
 
-MAX_PACKET_ID: Final = 65535
 MAX_SCORE: Final = 2**53
 """Largest serial a ZSET score (a double) holds exactly."""
 MAX_CLIENT_ID_LENGTH: Final = 65535
