@@ -1,0 +1,338 @@
+"""`IntegrationManager`: the integrations of one broker, changed live.
+
+It owns the specs (from `[[integration]]` tables at start, then from the admin API), keeps
+them durably through an `IntegrationStore` (SQLite in embedded mode, PostgreSQL in
+distributed mode), and runs each one: an out integration is an `IntegrationWorker` draining
+the backlog the `IntegrationRuntime` gives it into its sink; an MQTT bridge in is a
+`BridgeSource` whose messages the runtime republishes locally.
+
+The runtime is the broker's side (`mqttq.broker` implements it): it makes an integration a
+persistent subscriber of its filters, hands out its backlog, takes dead letters and
+republishes what a bridge brings in. The manager never looks inside the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from mqttq.errors import ConfigError
+from mqttq.integrations.record import Delivery
+from mqttq.integrations.sink import SinkError
+from mqttq.integrations.spec import SINK_TYPES, IntegrationSpec, parse_integration
+from mqttq.integrations.worker import Backlog, DeadLetters, IntegrationWorker
+
+log = logging.getLogger(__name__)
+
+SECRET_MASK = "***"
+"""What `public()` shows for a secret; an update that sends it back keeps the stored value."""
+
+
+class UnknownIntegration(LookupError):
+    """No integration has that name (HTTP 404, CLI exit 1)."""
+
+
+class IntegrationExists(ValueError):
+    """An integration of that name exists already (HTTP 409, CLI exit 1)."""
+
+
+@dataclass(slots=True)
+class StoredIntegration:
+    """One integration as the store keeps it: the table as given (secrets as `${NAME}`
+    templates or as typed), whether it is paused, and where it came from."""
+
+    name: str
+    table: dict[str, Any]
+    paused: bool = False
+    origin: str = "api"
+    """"config" (a [[integration]] table of the config file) or "api"."""
+    updated_at: float = 0.0
+
+
+class IntegrationStore(Protocol):
+    """Where integrations are kept between starts (and shared by a cluster's nodes)."""
+
+    async def load(self) -> list[StoredIntegration]: ...
+
+    async def save(self, stored: StoredIntegration) -> None:
+        """Insert or replace by name."""
+        ...
+
+    async def delete(self, name: str) -> bool:
+        """Remove; False when there was none."""
+        ...
+
+
+class IntegrationRuntime(Protocol):
+    """The broker's side of integrations."""
+
+    dead_letters: DeadLetters
+
+    async def attach(self, spec: IntegrationSpec) -> Backlog:
+        """Make `spec` a persistent subscriber of its filters (or take it back after a
+        restart, its backlog intact) and return its backlog."""
+        ...
+
+    async def detach(self, spec: IntegrationSpec, *, forget: bool) -> None:
+        """Stop feeding the backlog; with `forget`, delete it and what it holds."""
+        ...
+
+    async def republish(self, delivery: Delivery) -> None:
+        """Publish `delivery` locally in its tenant, as QoS `delivery.qos` (a bridge in);
+        returns once the broker accepted it (durably for persistent subscribers)."""
+        ...
+
+
+@dataclass(slots=True)
+class _Running:
+    spec: IntegrationSpec
+    stored: StoredIntegration
+    worker: IntegrationWorker | None = None
+    source: Any = None
+    """The BridgeSource of a bridge in."""
+    task: asyncio.Task[None] | None = None
+    backlog: Backlog | None = None
+    created_at: float = field(default_factory=time.time)
+
+
+class IntegrationManager:
+    """Every integration of this broker (see module docstring)."""
+
+    def __init__(self, store: IntegrationStore, runtime: IntegrationRuntime) -> None:
+        self.store = store
+        self.runtime = runtime
+        self._running: dict[str, _Running] = {}
+        self._lock = asyncio.Lock()
+
+    # ------------------------------------------------------------------ life
+
+    async def start(self, configured: Sequence[Mapping[str, Any]] = ()) -> None:
+        """Load the stored integrations, let the config file's `[[integration]]` tables
+        (checked already) replace those of the same name, and start them all."""
+        async with self._lock:
+            stored = {item.name: item for item in await self.store.load()}
+            for table in configured:
+                name = str(table["name"])
+                previous = stored.get(name)
+                item = StoredIntegration(
+                    name,
+                    dict(table),
+                    paused=previous.paused if previous is not None else False,
+                    origin="config",
+                    updated_at=time.time(),
+                )
+                await self.store.save(item)
+                stored[name] = item
+            for item in stored.values():
+                try:
+                    spec = parse_integration(item.table, f"integration {item.name!r}")
+                except ConfigError as exc:
+                    log.error("integration %s: stored spec is no longer valid: %s", item.name, exc)
+                    continue
+                await self._launch(spec, item)
+
+    async def stop(self) -> None:
+        """Stop every worker and source (backlogs stay: they resume at the next start)."""
+        async with self._lock:
+            for running in list(self._running.values()):
+                await self._halt(running, forget=False)
+            self._running.clear()
+
+    # ------------------------------------------------------------------ queries
+
+    def names(self) -> list[str]:
+        return sorted(self._running)
+
+    def status(self, name: str) -> dict[str, Any]:
+        """The integration as `integration ls/show` and the API print it: its public spec
+        and what it did (state, delivered, failed, retried, dead_lettered, lag, last
+        error and when)."""
+        running = self._get(name)
+        body = running.spec.public()
+        body["origin"] = running.stored.origin
+        worker = running.worker
+        if worker is not None:
+            stats = worker.stats
+            body.update(
+                state=worker.state,
+                delivered=stats.delivered,
+                failed=stats.failed,
+                retried=stats.retried,
+                dead_lettered=stats.dead_lettered,
+                lag=running.backlog.lag() if running.backlog is not None else 0,
+                last_error=stats.last_error or None,
+                last_error_at=stats.last_error_at or None,
+            )
+        else:
+            counters = running.source.statistics() if running.source is not None else {}
+            state = "paused" if running.stored.paused else "running"
+            if running.task is not None and running.task.done():
+                state = "stopped"
+            body.update(
+                state=state,
+                delivered=counters.get("received", 0),
+                failed=0,
+                retried=0,
+                dead_lettered=counters.get("dropped", 0),
+                lag=0,
+                last_error=getattr(running.source, "last_error", None),
+                last_error_at=None,
+            )
+        return body
+
+    def statuses(self) -> list[dict[str, Any]]:
+        return [self.status(name) for name in self.names()]
+
+    def latency(self, name: str) -> tuple[list[int], float] | None:
+        """The delivery latency histogram (bucket counts, sum) of an out integration."""
+        worker = self._get(name).worker
+        if worker is None:
+            return None
+        return list(worker.stats.latency_counts), worker.stats.latency_sum
+
+    # ------------------------------------------------------------------ changes
+
+    async def create(self, table: Mapping[str, Any]) -> dict[str, Any]:
+        """Check, store and start a new integration. ConfigError names the field."""
+        spec = parse_integration(table, "integration")
+        async with self._lock:
+            if spec.name in self._running:
+                raise IntegrationExists(f"integration {spec.name!r} exists already")
+            item = StoredIntegration(spec.name, dict(table), updated_at=time.time())
+            await self.store.save(item)
+            await self._launch(spec, item)
+        return self.status(spec.name)
+
+    async def update(self, name: str, changes: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace the keys given in `changes` (a key whose value is "***" keeps its stored
+        value) and restart the integration with the result; its backlog is kept."""
+        async with self._lock:
+            running = self._get(name)
+            if changes.get("name", name) != name:
+                raise ConfigError("integration.name", "cannot be changed (remove and add)")
+            table = dict(running.stored.table)
+            for key, given in changes.items():
+                if given == SECRET_MASK:
+                    continue
+                value = given
+                if isinstance(given, dict) and isinstance(table.get(key), dict):
+                    kept = table[key]
+                    value = {
+                        inner: kept.get(inner, item) if item == SECRET_MASK else item
+                        for inner, item in given.items()
+                    }
+                if value is None:
+                    table.pop(key, None)
+                else:
+                    table[key] = value
+            spec = parse_integration(table, "integration")
+            item = StoredIntegration(
+                name, table, running.stored.paused, running.stored.origin, time.time()
+            )
+            await self.store.save(item)
+            await self._halt(running, forget=False)
+            await self._launch(spec, item)
+        return self.status(name)
+
+    async def remove(self, name: str) -> None:
+        """Stop the integration, delete its backlog and forget it."""
+        async with self._lock:
+            running = self._get(name)
+            await self._halt(running, forget=True)
+            del self._running[name]
+            await self.store.delete(name)
+
+    async def pause(self, name: str) -> dict[str, Any]:
+        return await self._set_paused(name, True)
+
+    async def resume(self, name: str) -> dict[str, Any]:
+        return await self._set_paused(name, False)
+
+    async def test(self, name: str) -> str:
+        """Send one sample delivery through a fresh sink and say what the sink answered.
+        Raises SinkError (or ConfigError) with the reason."""
+        running = self._get(name)
+        spec = running.spec
+        sink = SINK_TYPES[spec.type].make_sink(spec.settings, spec.name)
+        sample = Delivery(
+            topic=(spec.filters[0] if spec.filters else "mqttq/test")
+            .replace("#", "test")
+            .replace("+", "test"),
+            payload=b'{"mqttq": "test"}',
+            qos=1,
+            client_id="mqttq-integration-test",
+            tenant=spec.tenant,
+            timestamp_ms=int(time.time() * 1000),
+        )
+        try:
+            await sink.open()
+            return await sink.probe(sample)
+        finally:
+            with contextlib.suppress(SinkError):
+                await sink.close()
+
+    # ------------------------------------------------------------------ internals
+
+    def _get(self, name: str) -> _Running:
+        running = self._running.get(name)
+        if running is None:
+            raise UnknownIntegration(f"no integration named {name!r}")
+        return running
+
+    async def _set_paused(self, name: str, paused: bool) -> dict[str, Any]:
+        async with self._lock:
+            running = self._get(name)
+            running.stored.paused = paused
+            running.stored.updated_at = time.time()
+            await self.store.save(running.stored)
+            if running.worker is not None:
+                if paused:
+                    running.worker.pause()
+                else:
+                    running.worker.resume()
+            elif paused:
+                await self._halt(running, forget=False)
+            else:
+                await self._launch(running.spec, running.stored)
+        return self.status(name)
+
+    async def _launch(self, spec: IntegrationSpec, item: StoredIntegration) -> None:
+        running = _Running(spec, item)
+        self._running[spec.name] = running
+        if not spec.enabled:
+            return
+        if spec.direction == "in":
+            from mqttq.integrations.bridge.source import BridgeSource  # noqa: PLC0415
+
+            running.source = BridgeSource(
+                spec.settings, spec.name, self.runtime.republish, tenant=spec.tenant
+            )
+            if not item.paused:
+                running.task = asyncio.create_task(
+                    running.source.run(), name=f"integration {spec.name}"
+                )
+            return
+        running.backlog = await self.runtime.attach(spec)
+        sink = SINK_TYPES[spec.type].make_sink(spec.settings, spec.name)
+        running.worker = IntegrationWorker(
+            spec.name, sink, running.backlog, self.runtime.dead_letters, spec.delivery
+        )
+        if item.paused:
+            running.worker.pause()
+        running.task = asyncio.create_task(running.worker.run(), name=f"integration {spec.name}")
+
+    async def _halt(self, running: _Running, *, forget: bool) -> None:
+        if running.source is not None:
+            await running.source.close()
+        task = running.task
+        running.task = None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        if running.worker is not None or forget:
+            await self.runtime.detach(running.spec, forget=forget)
