@@ -5,59 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import deque
-from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
+from mqttq.integrations.memory import MemoryBacklog, MemoryDeadLetters
 from mqttq.integrations.record import Delivery
-from mqttq.integrations.sink import Rejected
 from mqttq.integrations.sinks.http import HttpSink, HttpSinkSettings
 from mqttq.integrations.spec import DeliverySettings
 from mqttq.integrations.worker import Backoff, IntegrationWorker
 from tests.integrations.http_receivers import Receiver
-
-
-class ListBacklog:
-    """A backlog in memory (the Backlog port): what `take` handed out stays until
-    `settle`; `settled` records every delivery settled, in order."""
-
-    def __init__(self, deliveries: Sequence[Delivery] = ()) -> None:
-        self.waiting: deque[Delivery] = deque(deliveries)
-        self.taken: list[Delivery] = []
-        self.settled: list[Delivery] = []
-        self.arrived = asyncio.Event()
-
-    def add(self, delivery: Delivery) -> None:
-        self.waiting.append(delivery)
-        self.arrived.set()
-
-    async def take(self, max_items: int, linger: float) -> Sequence[Delivery]:
-        while not self.waiting:
-            self.arrived.clear()
-            await self.arrived.wait()
-        if len(self.waiting) < max_items and linger > 0:
-            await asyncio.sleep(linger)
-        batch = [self.waiting.popleft() for _ in range(min(max_items, len(self.waiting)))]
-        self.taken.extend(batch)
-        return batch
-
-    async def settle(self, batch: Sequence[Delivery]) -> None:
-        assert list(batch) == self.taken[: len(batch)], "settled out of order"
-        del self.taken[: len(batch)]
-        self.settled.extend(batch)
-
-    def lag(self) -> int:
-        return len(self.waiting) + len(self.taken)
-
-
-class DeadLetterList:
-    def __init__(self) -> None:
-        self.put_calls: list[tuple[str, list[Rejected]]] = []
-
-    async def put(self, integration: str, rejected: Sequence[Rejected]) -> None:
-        self.put_calls.append((integration, list(rejected)))
 
 
 def deliveries(count: int, start: int = 1) -> list[Delivery]:
@@ -74,7 +31,7 @@ def deliveries(count: int, start: int = 1) -> list[Delivery]:
 
 
 def worker_for(
-    url: str, backlog: ListBacklog, dead: DeadLetterList, **table: Any
+    url: str, backlog: MemoryBacklog, dead: MemoryDeadLetters, **table: Any
 ) -> IntegrationWorker:
     sink = HttpSink(HttpSinkSettings.from_table({"url": url, **table}, "integration[0]"), "hook")
     delivery = DeliverySettings(batch_size=10, linger_ms=0, retry_initial_ms=5, retry_max_ms=20)
@@ -104,8 +61,8 @@ def test_sink_down_then_back_loses_nothing_and_keeps_order() -> None:
         await receiver.start()
         port = receiver.port
         await receiver.stop()  # the sink is down before the first message
-        backlog = ListBacklog(deliveries(25))
-        dead = DeadLetterList()
+        backlog = MemoryBacklog(deliveries(25))
+        dead = MemoryDeadLetters()
         worker = worker_for(receiver.url(), backlog, dead, body="array")
         task = asyncio.create_task(worker.run())
         await wait_until(lambda: worker.stats.failed >= 3)
@@ -124,7 +81,7 @@ def test_sink_down_then_back_loses_nothing_and_keeps_order() -> None:
         assert worker.stats.delivered == 30
         assert worker.stats.retried >= 10  # the first batch at least once more
         assert worker.stats.dead_lettered == 0
-        assert dead.put_calls == []
+        assert dead.letters == []
         assert worker.state == "stopped"
 
     asyncio.run(scenario())
@@ -136,18 +93,18 @@ def test_a_poison_message_goes_to_the_dead_letters_and_the_rest_flow() -> None:
             return 422 if json.loads(json.loads(body)["payload"])["n"] == 4 else 200
 
         async with Receiver(answer=answer) as receiver:
-            backlog = ListBacklog(deliveries(8))
-            dead = DeadLetterList()
+            backlog = MemoryBacklog(deliveries(8))
+            dead = MemoryDeadLetters()
             worker = worker_for(receiver.url(), backlog, dead)
             task = asyncio.create_task(worker.run())
             await wait_until(lambda: len(backlog.settled) == 8)
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
         assert received_numbers(receiver) == [1, 2, 3, 5, 6, 7, 8]
-        ((name, rejected),) = dead.put_calls
+        ((name, rejected),) = dead.letters
         assert name == "hook"
-        assert [r.delivery.seq for r in rejected] == [4]
-        assert "422" in rejected[0].reason
+        assert rejected.delivery.seq == 4
+        assert "422" in rejected.reason
         assert (worker.stats.delivered, worker.stats.dead_lettered) == (7, 1)
         assert "422" in worker.stats.last_error
 
@@ -157,8 +114,8 @@ def test_a_poison_message_goes_to_the_dead_letters_and_the_rest_flow() -> None:
 def test_paused_worker_takes_nothing_until_resumed() -> None:
     async def scenario() -> None:
         async with Receiver() as receiver:
-            backlog = ListBacklog()
-            dead = DeadLetterList()
+            backlog = MemoryBacklog()
+            dead = MemoryDeadLetters()
             worker = worker_for(receiver.url(), backlog, dead)
             task = asyncio.create_task(worker.run())
             backlog.add(deliveries(1)[0])
@@ -183,8 +140,8 @@ def test_a_sink_that_cannot_start_fails_with_the_reason(monkeypatch: pytest.Monk
     monkeypatch.delenv("MQTTQ_TEST_UNSET_URL", raising=False)
 
     async def scenario() -> None:
-        backlog = ListBacklog(deliveries(2))
-        worker = worker_for("${MQTTQ_TEST_UNSET_URL}", backlog, DeadLetterList())
+        backlog = MemoryBacklog(deliveries(2))
+        worker = worker_for("${MQTTQ_TEST_UNSET_URL}", backlog, MemoryDeadLetters())
         await asyncio.wait_for(worker.run(), 10)
         assert worker.state == "failed"
         assert "MQTTQ_TEST_UNSET_URL" in worker.stats.last_error
