@@ -1,7 +1,8 @@
 """AdminClient: a small synchronous JSON client of the admin HTTP API (mqttq.admin.server).
 
 Used by `mqttq tenant` and `mqttq credentials` when a broker is running. One method per
-route, returning the decoded JSON body (None for 204). A JSON error answer raises
+route those commands call (health, tenants, credentials), returning the decoded JSON body
+(None for 204). A JSON error answer raises
 AdminApiError with its status, message and field; a broker that cannot be reached raises
 AdminUnreachable. Plain urllib: a CLI call makes a handful of requests, and importing no
 HTTP library keeps it quick to start.
@@ -91,15 +92,6 @@ class AdminClient:
     def delete_tenant(self, name: str) -> None:
         """DELETE /api/v1/tenants/{name} (404 raises AdminApiError)."""
         self._call("DELETE", f"{API}/tenants/{_segment(name)}")
-
-    def node_limits(self) -> JSON:
-        """GET /api/v1/limits: {"node": {...}}."""
-        return self._object("GET", f"{API}/limits")
-
-    def put_node_limits(self, fields: Mapping[str, Any]) -> JSON:
-        """PUT /api/v1/limits with a subset of the quota fields and
-        max_tcp_connection_rate: {"node": {...}}."""
-        return self._object("PUT", f"{API}/limits", dict(fields))
 
     # credentials -------------------------------------------------------------------------
     def list_credentials(self, tenant: str | None = None) -> JSON:

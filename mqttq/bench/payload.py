@@ -59,11 +59,6 @@ class PayloadBuilder:
         return _HEADER.pack(MAGIC, flags, self.publisher, sequence, sent_ns) + self._padding
 
 
-def encode_header(publisher: int, sequence: int, sent_ns: int, warmup: bool = False) -> bytes:
-    """Return only the 19-byte header (a payload of the minimum size)."""
-    return _HEADER.pack(MAGIC, FLAG_WARMUP if warmup else 0, publisher, sequence, sent_ns)
-
-
 def decode_header(payload: bytes) -> PayloadHeader | None:
     """Decode a bench payload header; None when the payload is not one of ours."""
     if len(payload) < HEADER_SIZE:
