@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 
 from mqttq import __version__
 from mqttq.admin.backend import MetricsSnapshot
-from mqttq.auth.model import Credential, Tenant
+from mqttq.auth.model import ClientType, Credential, Tenant
 from mqttq.codec.enums import ReasonCode
 from mqttq.limits.quota import Quota
 
 if TYPE_CHECKING:
     from mqttq.broker.server import Broker
-    from mqttq.broker.session import Session
+    from mqttq.broker.sessions.session import Session
     from mqttq.model import Message, Subscription
 
 __all__ = ["BrokerAdmin"]
@@ -107,7 +107,11 @@ class BrokerAdmin:
             None if transport is None else transport.get_write_buffer_size()
         )
         app_log = self.hub.app_log
-        if app_log is not None and session.client_type == "APPLICATION" and session.persistent:
+        if (
+            app_log is not None
+            and session.client_type == ClientType.APPLICATION
+            and session.persistent
+        ):
             app = await app_log.describe(client_id)
             view["application"] = None if app is None else app.to_json()
         if session.persistent:

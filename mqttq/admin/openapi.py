@@ -22,6 +22,7 @@ from mqttq.admin.validation import (
     MAX_USERNAME_LENGTH,
     TENANT_PATTERN,
 )
+from mqttq.auth.model import ClientType
 from mqttq.limits.quota import QUOTA_FIELDS
 
 __all__ = ["OPENAPI_VERSION", "openapi_document"]
@@ -29,6 +30,9 @@ __all__ = ["OPENAPI_VERSION", "openapi_document"]
 OPENAPI_VERSION: Final = "3.1.0"
 
 JSON = dict[str, Any]
+
+_CLIENT_TYPES: Final = [client_type.value for client_type in ClientType]
+"""The `client_type` enum of credentials and sessions: every `ClientType`, in its order."""
 
 
 def _ref(name: str) -> JSON:
@@ -141,7 +145,7 @@ _TOPIC_FILTERS: Final = {
 }
 _CREDENTIAL_FIELDS: Final = {
     "tenant": {"type": "string", "pattern": TENANT_PATTERN, "maxLength": MAX_TENANT_LENGTH},
-    "client_type": {"type": "string", "enum": ["DEVICE", "APPLICATION"]},
+    "client_type": {"type": "string", "enum": _CLIENT_TYPES},
     "client_id_pattern": {
         "type": ["string", "null"],
         "minLength": 1,
@@ -178,7 +182,7 @@ _NUMBER_OR_NULL: Final = {"type": ["number", "null"]}
 _SESSION_PROPERTIES: Final[JSON] = {
     "client_id": {"type": "string"},
     "tenant": {"type": "string"},
-    "client_type": {"type": "string", "enum": ["DEVICE", "APPLICATION"]},
+    "client_type": {"type": "string", "enum": _CLIENT_TYPES},
     "connected": {"type": "boolean"},
     "listener": {
         "type": ["string", "null"],
