@@ -36,18 +36,19 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Final, NamedTuple
 
+from mqttq.auth.model import ClientType
 from mqttq.codec.packets import Will
 from mqttq.errors import StorageError
 from mqttq.model import Message, Subscription
-from mqttq.storage.codec_json import message_from_json, message_to_json
-from mqttq.storage.kafka_records import pack_fields, unpack_fields
-from mqttq.storage.ports import QueuedMessage
-from mqttq.storage.session_json import (
+from mqttq.storage.formats.kafka_record import pack_fields, unpack_fields
+from mqttq.storage.formats.session_json import (
     subscriptions_from_json,
     subscriptions_to_json,
     will_from_json,
     will_to_json,
 )
+from mqttq.storage.formats.tbmq_json import message_from_json, message_to_json
+from mqttq.storage.ports import QueuedMessage
 
 __all__ = [
     "DOWNLINK_START",
@@ -83,7 +84,7 @@ class SessionInfo:
     protocol_level: int
     expiry: int
     """Session Expiry Interval in seconds; 0: the session ends with its connection."""
-    client_type: str
+    client_type: ClientType
     tenant: str
     disconnected_at: float | None = None
     epoch: str = ""
@@ -126,6 +127,15 @@ def _object(raw: bytes, what: str) -> dict[str, Any]:
     return obj
 
 
+_CLIENT_TYPES: Final = {client_type.value: client_type for client_type in ClientType}
+
+
+def _client_type(value: object) -> ClientType:
+    """The `clientType` of a session record; a value this version does not know (a newer
+    writer's) acts as DEVICE, the kind that needs nothing beyond the session itself."""
+    return _CLIENT_TYPES.get(str(value), ClientType.DEVICE)
+
+
 def decode_session(raw: bytes) -> SessionInfo:
     """Raises StorageError for a record `encode_session` did not write."""
     obj = _object(raw, "session")
@@ -138,7 +148,7 @@ def decode_session(raw: bytes) -> SessionInfo:
             str(obj["lastNode"]),
             int(obj["protocolLevel"]),
             int(obj["expiry"]),
-            str(obj["clientType"]),
+            _client_type(obj["clientType"]),
             str(obj["tenant"]),
             None if disconnected_at is None else float(disconnected_at),
             str(obj.get("epoch") or ""),
