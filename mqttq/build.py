@@ -31,16 +31,16 @@ COMPILED_MODULES: Final = (
     # The broker's per-message path: a connection's reads and writes, dispatch, routing into
     # sessions, delivery, the storage batchers (about a fifth of a message's CPU once the
     # layers below are compiled; benchmarks/broker_inproc.py).
-    "mqttq.broker.client",
-    "mqttq.broker.dispatch",
-    "mqttq.broker.encoded",
-    "mqttq.broker.hub",
-    "mqttq.broker.pending",
-    "mqttq.broker.plain_tcp",
-    "mqttq.broker.session",
+    "mqttq.broker.connection.client",
+    "mqttq.broker.connection.dispatch",
+    "mqttq.broker.delivery.encoded",
+    "mqttq.broker.delivery.hub",
+    "mqttq.broker.delivery.pending",
+    "mqttq.broker.net.plain_tcp",
+    "mqttq.broker.sessions.session",
     # Read for every message: the counters it bumps and the tenant space it routes in.
-    "mqttq.broker.stats",
-    "mqttq.broker.tenants",
+    "mqttq.broker.delivery.stats",
+    "mqttq.broker.delivery.tenants",
     "mqttq.codec.enums",
     "mqttq.codec.packets",
     "mqttq.codec.primitives",
@@ -65,9 +65,9 @@ COMPILED_MODULES: Final = (
     "mqttq.routing.topics",
     "mqttq.routing.trie",
     # The SQLite store's copy of its queues on the loop: each removal, each reconnect's fetch.
-    "mqttq.storage.queue_mirror",
+    "mqttq.storage.sqlite.queue_mirror",
     # The SQLite writer's queue index: per queued entry, its packet id, its run, its JSON.
-    "mqttq.storage.sqlite_runs",
+    "mqttq.storage.sqlite.runs",
 )
 """Modules `setup.py` compiles with mypyc: the pure layers (no I/O, no asyncio) and the
 broker's hot path, typed throughout. Their

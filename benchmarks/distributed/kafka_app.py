@@ -50,11 +50,11 @@ from benchmarks.harness.brokers import (
 )
 from mqttq.auth.model import ClientType, Credential
 from mqttq.auth.passwords import hash_password
-from mqttq.auth.sqlite_store import SqliteAuthStore
 from mqttq.bench.client import BenchClient, Counters
 from mqttq.bench.payload import PayloadBuilder, unpack_header
 from mqttq.bench.stats import LatencyHistogram
-from mqttq.storage.app_topics import app_topic
+from mqttq.storage.kafka.app_topics import app_topic
+from mqttq.storage.sqlite.auth import SqliteAuthStore
 from tests.kafka_service import KafkaServer
 
 PREFIX = "tbmq."

@@ -50,7 +50,7 @@ from benchmarks.harness.brokers import (
 )
 from benchmarks.harness.scenarios import SCENARIOS, Timing, bench_argv, run_bench
 from mqttq.cli import main as mqttq_main
-from mqttq.storage.sqlite import SqliteStorage
+from mqttq.storage.sqlite.store import SqliteStorage
 
 TIMING = Timing(duration=15.0, warmup=2.0, drain_timeout=10.0, inflight=100)
 """As `compare.py` runs the persistent scenario (it is not timed: only the drain timeout

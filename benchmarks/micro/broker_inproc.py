@@ -39,10 +39,10 @@ import uvloop
 
 from mqttq.auth.authenticator import Authenticator
 from mqttq.auth.empty_store import EmptyAuthStore
-from mqttq.broker.client import Client
-from mqttq.broker.hub import Hub
-from mqttq.broker.lifecycle import Lifecycle
+from mqttq.broker.connection.client import Client
+from mqttq.broker.delivery.hub import Hub
 from mqttq.broker.server import node_limits
+from mqttq.broker.sessions.lifecycle import Lifecycle
 from mqttq.codec import encode_packet
 from mqttq.codec.enums import ProtocolLevel
 from mqttq.codec.packets import (

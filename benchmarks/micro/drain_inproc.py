@@ -31,10 +31,10 @@ import uvloop
 
 from mqttq.auth.authenticator import Authenticator
 from mqttq.auth.empty_store import EmptyAuthStore
-from mqttq.broker.client import Client
-from mqttq.broker.hub import Hub
-from mqttq.broker.lifecycle import Lifecycle
+from mqttq.broker.connection.client import Client
+from mqttq.broker.delivery.hub import Hub
 from mqttq.broker.server import node_limits
+from mqttq.broker.sessions.lifecycle import Lifecycle
 from mqttq.codec import encode_packet
 from mqttq.codec.enums import ProtocolLevel
 from mqttq.codec.packets import (
@@ -49,7 +49,7 @@ from mqttq.codec.packets import (
 from mqttq.codec.properties import Properties
 from mqttq.codec.reader import PacketReader
 from mqttq.config import Settings
-from mqttq.storage.sqlite import SqliteStorage
+from mqttq.storage.sqlite.store import SqliteStorage
 
 SESSIONS = 100
 MESSAGES = 100

@@ -20,9 +20,9 @@ from mqttq.auth.acl import expand_acl, may_publish
 from mqttq.auth.authenticator import Authenticator
 from mqttq.auth.model import Credential
 from mqttq.auth.passwords import hash_password, verify_password
-from mqttq.auth.sqlite_store import SqliteAuthStore
 from mqttq.limits.limiter import Limits
 from mqttq.limits.quota import Quota
+from mqttq.storage.sqlite.auth import SqliteAuthStore
 
 
 def per_call(label: str, call: Callable[[int], object], seconds: float) -> None:

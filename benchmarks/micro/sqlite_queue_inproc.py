@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from mqttq.model import Message
-from mqttq.storage.sqlite import SqliteStorage
+from mqttq.storage.sqlite.store import SqliteStorage
 
 CLIENTS = [f"bench-{index:04d}-sub" for index in range(100)]
 

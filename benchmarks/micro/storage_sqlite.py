@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from mqttq.model import Message
-from mqttq.storage.sqlite import SqliteStorage
+from mqttq.storage.sqlite.store import SqliteStorage
 
 
 async def run(path: Path, callers: int, seconds: float, payload: int, interval: float) -> None:

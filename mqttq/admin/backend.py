@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mqttq.auth.model import Credential, Tenant
-from mqttq.broker.latency import HistogramSnapshot
+from mqttq.broker.delivery.latency import HistogramSnapshot
 from mqttq.limits.quota import Quota
 
 __all__ = ["AdminBackend", "HistogramSnapshot", "MetricsSnapshot", "UnknownTenant"]

@@ -11,9 +11,8 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from mqttq.broker.client import Client
-from mqttq.broker.lifecycle import Lifecycle
-from mqttq.broker.listeners import (
+from mqttq.broker.connection.client import Client
+from mqttq.broker.net.listeners import (
     BACKLOG,
     TCP,
     ListenerKind,
@@ -21,9 +20,10 @@ from mqttq.broker.listeners import (
     bound_port,
     start_tcp_listener,
 )
-from mqttq.broker.plain_tcp import start_socket_listener
-from mqttq.broker.tls import CertificateHolder
-from mqttq.broker.websocket import WebSocketConnection
+from mqttq.broker.net.plain_tcp import start_socket_listener
+from mqttq.broker.net.tls import CertificateHolder
+from mqttq.broker.net.websocket import WebSocketConnection
+from mqttq.broker.sessions.lifecycle import Lifecycle
 from mqttq.config import ListenerSettings
 
 __all__ = ["LISTENER_NAMES", "Endpoints", "open_endpoints"]

@@ -10,17 +10,15 @@ from typing import TYPE_CHECKING
 from mqttq.auth.authenticator import Authenticator
 from mqttq.auth.empty_store import EmptyAuthStore
 from mqttq.auth.ports import AuthStore
+from mqttq.broker.delivery.hub import Hub
+from mqttq.broker.distributed.log_router import LogRouter
 from mqttq.broker.endpoints import Endpoints, open_endpoints
-from mqttq.broker.hub import Hub
-from mqttq.broker.lifecycle import Lifecycle
-from mqttq.broker.log_router import LogRouter
+from mqttq.broker.sessions.lifecycle import Lifecycle
 from mqttq.config import MqttLimitSettings, Settings
 from mqttq.errors import MqttqError
 from mqttq.limits.limiter import Limits
 from mqttq.limits.quota import Quota
-from mqttq.storage.app_context import AppContextStore
-from mqttq.storage.log_ports import MessageLog
-from mqttq.storage.ports import Storage
+from mqttq.storage.ports import AppContextStore, MessageLog, Storage
 
 if TYPE_CHECKING:
     from mqttq.cluster.link import ClusterLink
@@ -125,7 +123,7 @@ class Broker:
         await self.storage.open()
         if self.app_contexts is not None:
             # Imported here: confluent_kafka is loaded only when the log is on.
-            from mqttq.broker.app_log import AppLog  # noqa: PLC0415
+            from mqttq.broker.distributed.app_log import AppLog  # noqa: PLC0415
 
             app_log = AppLog(self.settings.kafka, self.app_contexts)
             await app_log.open()
@@ -133,7 +131,7 @@ class Broker:
         life = self._life = Lifecycle(self.hub, loop, self.authenticator)
         if self.cluster_link is not None:
             # Imported here: confluent_kafka is loaded only when the log is on.
-            from mqttq.broker.cluster_node import ClusterNode  # noqa: PLC0415
+            from mqttq.broker.distributed.cluster_node import ClusterNode  # noqa: PLC0415
 
             node = ClusterNode(self.hub, self.cluster_link)
             node.taken_over = life.endings.moved_away

@@ -23,6 +23,7 @@ from mqttq.cli.bench import bench_app
 from mqttq.cli.cluster import cluster_app
 from mqttq.cli.credentials import credentials_app
 from mqttq.cli.errors import EXIT_CONFIG, EXIT_FAILURE, print_error
+from mqttq.cli.integration import integration_app
 from mqttq.cli.migrate import migrate_app
 from mqttq.cli.report import report_app
 from mqttq.cli.serve import SERVE_HELP, serve
@@ -45,6 +46,7 @@ app.add_typer(report_app, name="report")
 app.add_typer(tenant_app, name="tenant")
 app.add_typer(credentials_app, name="credentials")
 app.add_typer(cluster_app, name="cluster")
+app.add_typer(integration_app, name="integration")
 
 
 def _print_version(value: bool) -> None:

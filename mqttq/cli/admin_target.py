@@ -38,8 +38,8 @@ from mqttq.cli.admin_views import JSON, credential_json, note, tenant_json
 from mqttq.cli.errors import EXIT_CONFIG, EXIT_FAILURE, CliError, explain, print_error
 from mqttq.cli.serve_admin import AUTH_DB_NAME
 from mqttq.config import Settings, load_settings
+from mqttq.config.schema import StorageSettings
 from mqttq.limits.quota import Quota, QuotaError
-from mqttq.settings import StorageSettings
 
 __all__ = [
     "ADMIN_TOKEN_ENV",

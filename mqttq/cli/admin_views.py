@@ -1,4 +1,5 @@
-"""How `mqttq tenant` and `mqttq credentials` show tenants and credentials.
+"""How `mqttq tenant`, `mqttq credentials` and `mqttq integration` show tenants,
+credentials and integrations.
 
 Both commands print the admin API's JSON shapes (`--json`) or rich tables built from them,
 whether the data came from a running broker's API or straight from the database: direct
@@ -31,6 +32,8 @@ __all__ = [
     "print_json",
     "render_credential",
     "render_credentials",
+    "render_integration",
+    "render_integrations",
     "render_tenant",
     "render_tenants",
     "say",
@@ -259,3 +262,81 @@ def render_credential(credential: Mapping[str, Any]) -> None:
 def _count(n: int, noun: str) -> str:
     """`1 credential`, `0 credentials`, `2 credentials`."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+# --- integrations ---------------------------------------------------------------------------
+
+_STATUS_KEYS: Final = (
+    "origin",
+    "state",
+    "lag",
+    "delivered",
+    "failed",
+    "retried",
+    "dead_lettered",
+    "last_error",
+    "last_error_at",
+)
+"""The status keys of an integration (what it did); the rest of its object is its spec."""
+
+
+def _error_cell(status: Mapping[str, Any]) -> str:
+    error = status.get("last_error")
+    if not error:
+        return "-"
+    when = status.get("last_error_at")
+    return f"{error} ({_time(when)})" if when else str(error)
+
+
+def render_integrations(statuses: Sequence[Mapping[str, Any]]) -> None:
+    """Integrations as a table, one row each: type, state, lag, delivered, retried,
+    dead-lettered, and the last error with when (a dash where nothing is known: a store
+    read while no broker runs has no counters)."""
+    table = Table()
+    for header in ("name", "type", "state"):
+        table.add_column(header, no_wrap=True)
+    for header in ("lag", "delivered", "retried", "dead-lettered"):
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("last error", overflow="fold")
+    for status in statuses:
+        table.add_row(
+            str(status.get("name")),
+            str(status.get("type")),
+            str(status.get("state")),
+            _number(status.get("lag")),
+            _number(status.get("delivered")),
+            _number(status.get("retried")),
+            _number(status.get("dead_lettered")),
+            _error_cell(status),
+        )
+    console = _stdout()
+    console.print(table)
+    console.print(_count(len(statuses), "integration"))
+
+
+def render_integration(status: Mapping[str, Any]) -> None:
+    """One integration as a field/value table: its settings (secrets as ***) in the order
+    the API gives them, then what it did."""
+    table = Table(
+        "field", "value", title=f"integration {status.get('name')!r}", title_justify="left"
+    )
+    for key, value in status.items():
+        if key in _STATUS_KEYS or key == "name":
+            continue
+        table.add_row(key, _setting(value))
+    for key in _STATUS_KEYS:
+        if key == "last_error_at":
+            continue
+        if key == "last_error":
+            table.add_row("last error", _error_cell(status))
+        elif key in ("origin", "state"):
+            table.add_row(key, str(status.get(key)))
+        else:
+            table.add_row(key.replace("_", "-"), _number(status.get(key)))
+    _stdout().print(table)
+
+
+def _setting(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)

@@ -23,7 +23,7 @@ from rich.table import Table
 from mqttq.cli.errors import EXIT_CONFIG, EXIT_FAILURE, CliError, explain, print_error
 from mqttq.config import Settings, load_settings
 from mqttq.errors import MqttqError
-from mqttq.storage.app_inspect import AppSessionView
+from mqttq.storage.kafka.app_inspect import AppSessionView
 
 __all__ = [
     "app_detail",
@@ -67,8 +67,8 @@ def load(config: Path | None) -> Settings:
 async def list_app_sessions(settings: Settings, pattern: str | None) -> list[AppSessionView]:
     """Every APPLICATION session with a saved context (client ids matching `pattern`)."""
     from mqttq.cli.serve import open_app_contexts  # noqa: PLC0415 (loads storage lazily)
-    from mqttq.storage.app_inspect import describe_app_session  # noqa: PLC0415
-    from mqttq.storage.kafka_client import KafkaAdmin  # noqa: PLC0415
+    from mqttq.storage.kafka.app_inspect import describe_app_session  # noqa: PLC0415
+    from mqttq.storage.kafka.client import KafkaAdmin  # noqa: PLC0415
 
     contexts = open_app_contexts(settings, force=True)
     assert contexts is not None

@@ -18,7 +18,7 @@ import typer
 from mqttq.cli.errors import EXIT_CONFIG, print_error
 from mqttq.config import load_settings
 from mqttq.errors import ConfigError
-from mqttq.storage.redis_sessions import RedisTarget
+from mqttq.storage.redis.inspect import RedisTarget
 
 __all__ = [
     "DEFAULT_URL",

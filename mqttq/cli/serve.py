@@ -29,18 +29,17 @@ from mqttq.cli.serve_admin import AdminHandle, open_auth_store, reload_limits, s
 from mqttq.cli.serve_cluster import start_heartbeat
 from mqttq.cli.serve_workers import WORKER_ENV, check_workers, run_workers
 from mqttq.config import Settings, load_settings
+from mqttq.config.schema import node_id_of
 from mqttq.errors import MqttqError
 from mqttq.heap import settle_heap
 from mqttq.logs import configure_logging
-from mqttq.settings import node_id_of
+from mqttq.storage import registry
 
 if TYPE_CHECKING:
     from mqttq.broker.server import Broker
     from mqttq.cluster.heartbeat import NodeHeartbeat
     from mqttq.cluster.link import ClusterLink
-    from mqttq.storage.app_context import AppContextStore
-    from mqttq.storage.log_ports import MessageLog
-    from mqttq.storage.ports import Storage
+    from mqttq.storage.ports import AppContextStore, MessageLog, Storage
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +55,12 @@ CONFIG_HELP = (
     "TOML file with the sections "
     + ", ".join(f"[{section.name}]" for section in fields(Settings))
     + " (some with subsections, such as [listener.tls]). "
-    "Without it mqttq runs embedded on its defaults."
+    "Without it mqttq runs embedded on its defaults. Backends: "
+    + "; ".join(f"{key} = {' | '.join(registry.names(key))}" for key in registry.BACKENDS)
+    + "."
 )
-"""--config's help, its section list read from the settings tree (never a stale count)."""
+"""--config's help, its section list read from the settings tree and its backend names from
+the storage registry (never a stale list)."""
 
 
 def serve(
@@ -227,10 +229,10 @@ def open_app_contexts(settings: Settings, *, force: bool = False) -> AppContextS
     if settings.storage.log != "kafka" and not force:
         return None
     if settings.auth.store == "postgres":
-        from mqttq.storage.app_context_pg import PostgresAppContextStore  # noqa: PLC0415
+        from mqttq.storage.postgres.app_context import PostgresAppContextStore  # noqa: PLC0415
 
         return PostgresAppContextStore(settings.postgres.url)
-    from mqttq.storage.app_context import SqliteAppContextStore  # noqa: PLC0415
+    from mqttq.storage.sqlite.app_context import SqliteAppContextStore  # noqa: PLC0415
 
     return SqliteAppContextStore(settings.storage.data_dir / SQLITE_FILE_NAME)
 
@@ -243,27 +245,24 @@ def open_storage(settings: Settings) -> Storage:
 
     policy = QueueFullPolicy(settings.mqtt.queue_full_policy)
     limit = settings.mqtt.max_queued_messages
+    backend = settings.storage.backend
+    adapter = registry.load("storage.backend", backend)  # the class the name stands for
     base: Storage
-    if settings.storage.backend == "memory":
-        from mqttq.storage.memory import MemoryStorage  # noqa: PLC0415
-
-        base = MemoryStorage(queue_limit=limit, queue_full_policy=policy)
+    if backend == "memory":
+        base = adapter(queue_limit=limit, queue_full_policy=policy)
     else:
-        from mqttq.storage.sqlite import SqliteStorage  # noqa: PLC0415
-
-        base = SqliteStorage(
+        base = adapter(
             settings.storage.data_dir / SQLITE_FILE_NAME,
             queue_limit=limit,
             queue_full_policy=policy,
             commit_interval=settings.storage.commit_interval_ms / 1000,
         )
-    if settings.storage.device != "redis":
-        return base
+    if registry.BACKENDS["storage.device"][settings.storage.device] is None:
+        return base  # DEVICE queues stay in the backend above
     from mqttq.storage.composite import CompositeStorage  # noqa: PLC0415
-    from mqttq.storage.redis_queue import RedisMessageQueue  # noqa: PLC0415
 
     redis = settings.redis
-    queues = RedisMessageQueue(
+    queues = registry.load("storage.device", settings.storage.device)(
         redis.url,
         cluster=redis.cluster,
         key_prefix=redis.key_prefix,
@@ -282,17 +281,17 @@ def open_storage(settings: Settings) -> Storage:
 def open_message_log(settings: Settings) -> MessageLog | None:
     """The message log `storage.log` names: None (embedded: nothing Kafka is imported) or
     Kafka's `<kafka.topic_prefix>msg.all`."""
-    if settings.storage.log != "kafka":
+    if registry.BACKENDS["storage.log"][settings.storage.log] is None:
         return None
-    from mqttq.storage.kafka_log import KafkaMessageLog  # noqa: PLC0415 (loads confluent_kafka)
-
     kafka = settings.kafka
-    return KafkaMessageLog(
+    # Loads confluent_kafka (only now).
+    log: MessageLog = registry.load("storage.log", settings.storage.log)(
         kafka.bootstrap_servers,
         topic_prefix=kafka.topic_prefix,
         partitions=kafka.msg_all_partitions,
         produce_timeout_ms=kafka.produce_timeout_ms,
     )
+    return log
 
 
 def open_cluster_link(settings: Settings) -> ClusterLink | None:

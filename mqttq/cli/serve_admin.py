@@ -31,10 +31,10 @@ def open_auth_store(settings: Settings) -> AuthStore:
     if settings.auth.store == "postgres":
         if not settings.postgres.url:
             raise ConfigError("postgres.url", 'must be set when auth.store = "postgres"')
-        from mqttq.auth.postgres_store import PostgresAuthStore  # noqa: PLC0415
+        from mqttq.storage.postgres.auth import PostgresAuthStore  # noqa: PLC0415
 
         return PostgresAuthStore(settings.postgres.url)
-    from mqttq.auth.sqlite_store import SqliteAuthStore  # noqa: PLC0415
+    from mqttq.storage.sqlite.auth import SqliteAuthStore  # noqa: PLC0415
 
     return SqliteAuthStore(settings.storage.data_dir / AUTH_DB_NAME)
 

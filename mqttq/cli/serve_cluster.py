@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from mqttq.config import Settings
-from mqttq.settings import node_id_of
+from mqttq.config.schema import node_id_of
 
 if TYPE_CHECKING:
     from mqttq.broker.server import Broker
@@ -48,7 +48,7 @@ async def start_heartbeat(
         return None
     from mqttq.cluster.heartbeat import NodeHeartbeat  # noqa: PLC0415
     from mqttq.cluster.nodes import NodeRecord  # noqa: PLC0415
-    from mqttq.storage.redis_keys import connect  # noqa: PLC0415
+    from mqttq.storage.redis.keys import connect  # noqa: PLC0415
 
     node_id = node_id_of(settings)
     interval_ms = settings.cluster.heartbeat_interval_ms

@@ -33,8 +33,8 @@ from typing import Final
 
 from mqttq.cli.ready_file import write_ready_file
 from mqttq.config import Settings
+from mqttq.config.schema import node_id_of
 from mqttq.errors import ConfigError
-from mqttq.settings import node_id_of
 
 __all__ = ["WORKER_ENV", "check_workers", "run_workers", "worker_node_id"]
 

@@ -6,7 +6,7 @@ the flags win over `MQTTQ_REDIS__*` variables, which win over the file. Every co
 a table, or JSON with `--json`. A bad URL or value is checked as `mqttq serve` checks it: one
 line on stderr and exit 2. Redis unreachable: one line on stderr and exit 1; a value that
 cannot be read is reported and the command goes on.
-The logic lives in `mqttq.storage.redis_sessions`.
+The logic lives in `mqttq.storage.redis.inspect`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from mqttq.cli.options import (
     RedisOption,
     resolve_target,
 )
-from mqttq.storage.redis_sessions import (
+from mqttq.storage.redis.inspect import (
     RedisSessionsError,
     SessionAdmin,
     SessionDetail,

@@ -35,7 +35,7 @@ The modules, by role:
   `/api/v1/cluster` show it).
 
 Multi-node needs `storage.device = "redis"`: DEVICE queues must be shared.
-The broker wires this package in `mqttq.broker.cluster_node` (what the records mean for
+The broker wires this package in `mqttq.broker.distributed.cluster_node` (what the records mean for
 sessions and routing is decided there, never here).
 """
 

@@ -29,7 +29,7 @@ from mqttq.cluster.reading import (
 )
 from mqttq.cluster.replica import ReplicaReader, new_marker, record_headers
 from mqttq.errors import StorageError
-from mqttq.storage.kafka_client import (
+from mqttq.storage.kafka.client import (
     OFFSET_BEGINNING,
     Delivered,
     KafkaAdmin,

@@ -30,7 +30,7 @@ from mqttq.cluster.nodes import (
     encode_counts,
     sum_counts,
 )
-from mqttq.storage.redis_keys import RedisClient, redacted
+from mqttq.storage.redis.keys import RedisClient, redacted
 
 __all__ = ["NodeHeartbeat"]
 

@@ -3,7 +3,7 @@
 It owns one producer for every cluster record, the three replicated compacted topics, this
 node's downlink topics and the session event topic, and hands what it reads to the
 `ClusterHandlers` the broker gives it (on the event loop, decoded). It decides nothing
-about sessions or routing: `mqttq.broker.cluster_node` does.
+about sessions or routing: `mqttq.broker.distributed.cluster_node` does.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from mqttq.cluster.records import (
 )
 from mqttq.errors import StorageError
 from mqttq.model import Message, Subscription
-from mqttq.storage.kafka_client import (
+from mqttq.storage.kafka.client import (
     Delivered,
     KafkaAdmin,
     KafkaConsumer,

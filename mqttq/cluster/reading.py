@@ -13,7 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Final, TypeVar
 
-from mqttq.storage.kafka_client import (
+from mqttq.storage.kafka.client import (
     KafkaAdmin,
     KafkaClientError,
     KafkaConsumer,

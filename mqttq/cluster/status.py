@@ -12,7 +12,7 @@ from redis.exceptions import RedisError
 from mqttq.cluster.keys import ClusterKeys
 from mqttq.cluster.nodes import NodeRecord, NodeState, decode_counts
 from mqttq.errors import MqttqError
-from mqttq.storage.redis_keys import RedisClient, connect, redacted
+from mqttq.storage.redis.keys import RedisClient, connect, redacted
 
 __all__ = ["ClusterStatusError", "cluster_status", "read_cluster_status"]
 

@@ -50,7 +50,7 @@ from mqttq.migrate.validate import (
     row_problems,
     valid_topic_json,
 )
-from mqttq.storage.codec_json import PUBLISH, PUBREL
+from mqttq.storage.formats.tbmq_json import PUBLISH, PUBREL
 
 Row = tuple[Any, ...]
 

@@ -24,7 +24,7 @@ from redis.exceptions import NoScriptError, RedisClusterException, RedisError
 from mqttq.migrate.errors import MigrateError, one_line
 from mqttq.migrate.plan import ClientPlan
 from mqttq.migrate.state import Checkpoint, marker_key, marker_value
-from mqttq.storage.redis_keys import RedisClient, SessionKeys, connect, redacted
+from mqttq.storage.redis.keys import RedisClient, SessionKeys, connect, redacted
 
 WRITE_SCRIPT: Final = "migrate_client"
 READ_SCRIPT: Final = "migrate_read"

@@ -28,7 +28,7 @@ from pathlib import Path
 from mqttq.errors import StorageError
 from mqttq.migrate.errors import MigrateError, one_line
 from mqttq.storage.ports import SessionRecord
-from mqttq.storage.sqlite import SqliteStorage
+from mqttq.storage.sqlite.store import SqliteStorage
 
 PROTOCOL_LEVEL = 4
 """MQTT 3.1.1: what TBMQ 1.x's rows imply (no session expiry); replaced on reconnect."""

@@ -24,7 +24,7 @@ from psycopg import errors as pg_errors
 
 from mqttq.migrate import schema
 from mqttq.migrate.errors import MigrateError, one_line
-from mqttq.storage.redis_keys import redacted
+from mqttq.storage.redis.keys import redacted
 
 Row = tuple[Any, ...]
 Sessions = dict[Any, tuple[Any, Any]]

@@ -3,7 +3,7 @@
 A row is checked column by column; every bad column is a `Problem` naming the client, the
 serial number and the reason. A good row becomes an entry: its serial (the ZSET score), its
 packet id (the message key's suffix), its expiry and the message as the JSON of
-`mqttq.storage.codec_json` (TBMQ 2.x's form, which the broker and TBMQ read).
+`mqttq.storage.formats.tbmq_json` (TBMQ 2.x's form, which the broker and TBMQ read).
 
 The hot loop (`plan.Planner.plan`) checks a row with a few type tests and writes that JSON
 directly, without building a `Message` first (`message_to_json` costs ~4x more per row);
@@ -35,7 +35,7 @@ from mqttq.codec.enums import MAX_PACKET_ID as MAX_PACKET_ID  # noqa: PLC0414
 from mqttq.errors import ProtocolError
 from mqttq.migrate import schema
 from mqttq.routing.topics import validate_topic_name
-from mqttq.storage.codec_json import PUBLISH, PUBREL
+from mqttq.storage.formats.tbmq_json import PUBLISH, PUBREL
 
 MAX_SCORE: Final = 2**53
 """Largest serial a ZSET score (a double) holds exactly."""

@@ -27,7 +27,7 @@ from mqttq.migrate.redis_writer import RedisClientState, RedisWriter
 from mqttq.migrate.report import VerifyReport
 from mqttq.migrate.source import PgSource
 from mqttq.migrate.stream import RowsRead, plans_with_messages, plans_without_messages
-from mqttq.storage.redis_keys import SessionKeys, packet_id_of
+from mqttq.storage.redis.keys import SessionKeys, packet_id_of
 
 TOLERANCE_MS: Final = 2000
 """Entries expiring this close to now are not compared (Redis and this clock may differ)."""

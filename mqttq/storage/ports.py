@@ -1,4 +1,14 @@
-"""Storage ports: what the broker needs from any backend, as `typing.Protocol`s.
+"""Storage ports: what the broker needs from any backend, as `typing.Protocol`s, all here.
+
+- `Storage` (sessions, retained messages, queues) and its optional capabilities
+  (`ChunkedQueueStore`, `InboxStore`, `PresenceMarker`), found by `isinstance`;
+- `MessageLog`: where every PUBLISH goes before it is routed (distributed mode);
+- `AppContextStore`: what a disconnected APPLICATION client's consumer leaves for its next
+  connection.
+
+`AuthStore` (credentials and tenants) stays in `mqttq.auth.ports`: the authenticator, on a
+floor below storage, names it. The adapters live in one sub-package per backend (sqlite/,
+redis/, kafka/, postgres/, and memory.py); `registry.py` names them.
 
 Durability contract: when a mutating coroutine returns, its effect survives a `kill -9` of
 the broker (for durable adapters). Adapters group writes so that many concurrent calls
@@ -7,18 +17,22 @@ share one commit / round trip.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from mqttq.auth.model import ClientType
 from mqttq.codec.packets import Will
-from mqttq.model import Message, QueuedMessage, Subscription
+from mqttq.model import AppContext, Message, QueuedMessage, Subscription
 
 __all__ = [
+    "AppContextStore",
     "ChunkedQueueStore",
     "InboxStore",
+    "LogBatch",
+    "MessageLog",
     "MessageQueueStore",
     "PresenceMarker",
     "QueueFullPolicy",
@@ -167,3 +181,72 @@ class Storage(SessionStore, MessageQueueStore, RetainedStore, Protocol):
     async def open(self) -> None: ...
 
     async def close(self) -> None: ...
+
+
+# --- the message log -------------------------------------------------------------------
+# With `storage.log = "kafka"` the broker appends each accepted PUBLISH to the log and
+# acknowledges the publisher once the log confirmed it; it routes what it reads back from
+# the log, and marks each batch done once the deliveries it triggered are durable. An
+# adapter implements `MessageLog` (storage/kafka/message_log.py); only `cli serve` picks one.
+
+
+@dataclass(slots=True)
+class LogBatch:
+    """Messages read from the log, in log order, and where the batch ends."""
+
+    messages: list[tuple[str, Message]]
+    """(tenant, message) pairs; records the adapter could not decode are left out."""
+    position: object
+    """Opaque to the broker: what `MessageLog.done` takes to mark this batch consumed."""
+
+
+class MessageLog(Protocol):
+    """A durable, ordered log of published messages (per publisher order is kept)."""
+
+    async def open(self) -> None:
+        """Connect, create what is missing (the topic), start reading. Raises
+        StorageError when the log is unreachable."""
+
+    def append(self, tenant: str, message: Message) -> asyncio.Future[Any]:
+        """Append `message`; the future resolves once the log stored it durably and fails
+        (StorageError) when it did not. Appends of one publisher keep their order."""
+
+    async def read(self) -> LogBatch | None:
+        """The next batch, or None when nothing came within a short wait."""
+
+    def done(self, position: object) -> None:
+        """Every batch up to `position` is processed: it will not be read again after a
+        restart (committed soon after, several batches at once)."""
+
+    def statistics(self) -> dict[str, int]:
+        """Counters for /metrics: at least `log_consumer_lag` (records not yet read)."""
+
+    async def close(self) -> None:
+        """Commit what `done` marked, stop reading, deliver or fail pending appends."""
+
+
+# --- APPLICATION consumer contexts ----------------------------------------------------
+
+
+class AppContextStore(Protocol):
+    """Saved consumer contexts of APPLICATION sessions."""
+
+    async def open(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def load_app_context(self, client_id: str) -> AppContext | None:
+        """The context saved for `client_id`, if any."""
+        ...
+
+    async def save_app_context(self, context: AppContext) -> None:
+        """Insert or replace the context of `context.client_id`."""
+        ...
+
+    async def delete_app_context(self, client_id: str) -> None:
+        """Forget it (the session ended); unknown ids are ignored."""
+        ...
+
+    async def list_app_contexts(self) -> list[AppContext]:
+        """Every saved context, by client id (for operators)."""
+        ...

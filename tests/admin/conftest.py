@@ -24,7 +24,7 @@ import pytest
 
 from mqttq.admin.server import AdminServer
 from mqttq.auth.ports import AuthStore
-from mqttq.auth.sqlite_store import SqliteAuthStore
+from mqttq.storage.sqlite.auth import SqliteAuthStore
 from tests.admin.backend_double import BackendDouble
 from tests.admin.openapi_check import check_any_answer
 from tests.admin.real_broker import TOKEN, RealBroker

@@ -20,10 +20,10 @@ from typing import Any
 from mqttq.admin.broker_backend import BrokerAdmin
 from mqttq.admin.server import AdminServer
 from mqttq.auth.ports import AuthStore
-from mqttq.auth.sqlite_store import SqliteAuthStore
 from mqttq.broker.server import Broker
 from mqttq.config import ListenerSettings, Settings
 from mqttq.storage.memory import MemoryStorage
+from mqttq.storage.sqlite.auth import SqliteAuthStore
 from tests.admin.openapi_check import check_any_answer
 from tests.harness import BrokerLoop
 from tests.integration.raw_client import RawClient

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from mqttq.auth.ports import AuthStore
-from mqttq.auth.postgres_store import PostgresAuthStore
-from mqttq.auth.sqlite_store import SqliteAuthStore
+from mqttq.storage.postgres.auth import PostgresAuthStore
+from mqttq.storage.sqlite.auth import SqliteAuthStore
 
 __all__ = ["AuthStoreFactory", "make_auth_store"]
 

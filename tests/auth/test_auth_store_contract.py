@@ -13,10 +13,10 @@ import pytest
 
 from mqttq.auth.model import DEFAULT_TENANT, ClientType, Credential, Tenant
 from mqttq.auth.ports import AuthStore, AuthStoreError, CredentialExists
-from mqttq.auth.postgres_store import PostgresAuthStore
 from mqttq.auth.rules import AclRule
-from mqttq.auth.sqlite_store import SCHEMA_VERSION, SqliteAuthStore
 from mqttq.limits.quota import Quota
+from mqttq.storage.postgres.auth import PostgresAuthStore
+from mqttq.storage.sqlite.auth import SCHEMA_VERSION, SqliteAuthStore
 from tests.auth.conftest import AuthStoreFactory
 from tests.postgres_fixtures import PostgresServer
 from tests.services import free_port

@@ -9,7 +9,7 @@ import pytest
 
 from mqttq.cluster.compacted import CompactedTopic
 from mqttq.errors import StorageError
-from mqttq.storage.kafka_client import KafkaAdmin, KafkaProducer
+from mqttq.storage.kafka.client import KafkaAdmin, KafkaProducer
 from tests.kafka_service import KafkaServer
 
 pytestmark = pytest.mark.slow

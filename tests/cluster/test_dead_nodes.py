@@ -15,7 +15,7 @@ import redis
 
 from mqttq.cluster.compacted import CompactedTopic
 from mqttq.cluster.records import SessionInfo, decode_session
-from mqttq.storage.kafka_client import KafkaProducer
+from mqttq.storage.kafka.client import KafkaProducer
 from tests.cluster.cluster_helpers import DEADLINE, kill9, payloads, publish_acked, wait_routed
 from tests.cluster.conftest import Nodes
 from tests.conftest import BrokerProcess

@@ -9,8 +9,8 @@ import asyncio
 import pytest
 
 from mqttq.model import Message
-from mqttq.storage import kafka_log
-from mqttq.storage.kafka_log import KafkaMessageLog
+from mqttq.storage.kafka import message_log as kafka_log
+from mqttq.storage.kafka.message_log import KafkaMessageLog
 from tests.kafka_service import KafkaServer
 
 pytestmark = pytest.mark.slow

@@ -13,7 +13,7 @@ import pytest
 from mqttq.cluster.heartbeat import NodeHeartbeat
 from mqttq.cluster.keys import ClusterKeys
 from mqttq.cluster.nodes import NodeRecord
-from mqttq.storage.redis_keys import connect
+from mqttq.storage.redis.keys import connect
 from tests.cluster_ops.nodes import INTERVAL_MS
 
 pytestmark = pytest.mark.slow

@@ -11,7 +11,7 @@ import pytest
 from mqttq.cluster.heartbeat import NodeHeartbeat
 from mqttq.cluster.nodes import NodeRecord
 from mqttq.cluster.status import cluster_status
-from mqttq.storage.redis_keys import connect
+from mqttq.storage.redis.keys import connect
 from tests.cluster_ops.nodes import kill_node, node_config
 from tests.integration.helpers import Clients
 from tests.integration.test_limits import SESSION_EXPIRY, V311_SERVER_UNAVAILABLE

@@ -13,7 +13,7 @@ import pytest
 
 from mqttq.storage.memory import MemoryStorage
 from mqttq.storage.ports import Storage
-from mqttq.storage.sqlite import SqliteStorage
+from mqttq.storage.sqlite.store import SqliteStorage
 
 
 class StorageFactory(Protocol):

@@ -13,8 +13,8 @@ import pytest
 from mqttq.errors import StorageError
 from mqttq.model import Message
 from mqttq.storage.ports import InboxStore, Storage
-from mqttq.storage.sqlite import SqliteStorage
-from mqttq.storage.sqlite_schema import SCHEMA_VERSION
+from mqttq.storage.sqlite.schema import SCHEMA_VERSION
+from mqttq.storage.sqlite.store import SqliteStorage
 from tests.contract.conftest import run_with, sql_rows
 from tests.contract.test_storage_contract import full_message, msg, payloads
 

@@ -9,11 +9,11 @@ import base64
 import sqlite3
 from pathlib import Path
 
-from mqttq.storage.codec_json import PUBREL, message_to_json
+from mqttq.storage.formats.tbmq_json import PUBREL, message_to_json
 from mqttq.storage.ports import QueueFullPolicy, Storage
-from mqttq.storage.sqlite import SqliteStorage
-from mqttq.storage.sqlite_schema import SCHEMA_VERSION
-from mqttq.storage.sqlite_writer import SqliteWriter
+from mqttq.storage.sqlite.schema import SCHEMA_VERSION
+from mqttq.storage.sqlite.store import SqliteStorage
+from mqttq.storage.sqlite.writer import SqliteWriter
 from tests.contract.conftest import run_with
 from tests.contract.test_storage_contract import full_message, hold, ids, msg, payloads
 

@@ -9,11 +9,11 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
-from mqttq.storage.codec_json import message_to_json
+from mqttq.storage.formats.tbmq_json import message_to_json
 from mqttq.storage.ports import Storage
-from mqttq.storage.sqlite import SqliteStorage
-from mqttq.storage.sqlite_runs import RUN_LIMIT
-from mqttq.storage.sqlite_schema import SCHEMA_VERSION
+from mqttq.storage.sqlite.runs import RUN_LIMIT
+from mqttq.storage.sqlite.schema import SCHEMA_VERSION
+from mqttq.storage.sqlite.store import SqliteStorage
 from tests.contract.conftest import run_with, sql_rows
 from tests.contract.test_storage_contract import full_message, ids, msg, payloads
 

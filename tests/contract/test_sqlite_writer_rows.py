@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mqttq.errors import StorageError
-from mqttq.storage.sqlite_writer import SqliteWriter
+from mqttq.storage.sqlite.writer import SqliteWriter
 from tests.contract.test_storage_contract import hold
 
 _PUT = "INSERT OR REPLACE INTO kv (k, v) VALUES (?, ?)"

@@ -21,9 +21,9 @@ from mqttq.errors import StorageError
 from mqttq.model import Message, Subscription
 from mqttq.storage.memory import MemoryStorage
 from mqttq.storage.ports import QueuedMessage, QueueFullPolicy, SessionRecord, Storage
-from mqttq.storage.sqlite import SqliteStorage
-from mqttq.storage.sqlite_schema import SCHEMA_VERSION
-from mqttq.storage.sqlite_writer import SqliteWriter
+from mqttq.storage.sqlite.schema import SCHEMA_VERSION
+from mqttq.storage.sqlite.store import SqliteStorage
+from mqttq.storage.sqlite.writer import SqliteWriter
 from tests.contract.conftest import StorageFactory, run_with
 
 

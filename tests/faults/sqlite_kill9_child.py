@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from mqttq.model import Message
-from mqttq.storage.sqlite import SqliteStorage
+from mqttq.storage.sqlite.store import SqliteStorage
 
 WORKERS = 16
 CLIENTS = 4

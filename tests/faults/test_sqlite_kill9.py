@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mqttq.storage.sqlite import SqliteStorage
+from mqttq.storage.sqlite.store import SqliteStorage
 
 ACKS_BEFORE_KILL = 400
 _REPO = Path(__file__).resolve().parents[2]

@@ -32,7 +32,7 @@ from mqttq.codec.writer import encode_packet
 from mqttq.errors import StorageError
 from mqttq.storage.memory import MemoryStorage
 from mqttq.storage.ports import Storage
-from mqttq.storage.sqlite import SqliteStorage
+from mqttq.storage.sqlite.store import SqliteStorage
 from tests.harness import BrokerLoop, running_broker
 
 HOST = "127.0.0.1"

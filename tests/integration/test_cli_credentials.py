@@ -21,9 +21,9 @@ import pytest
 from mqttq.auth.model import ClientType, Credential
 from mqttq.auth.passwords import verify_password
 from mqttq.auth.ports import AuthStore
-from mqttq.auth.postgres_store import PostgresAuthStore
-from mqttq.auth.sqlite_store import SqliteAuthStore
 from mqttq.limits.quota import Quota
+from mqttq.storage.postgres.auth import PostgresAuthStore
+from mqttq.storage.sqlite.auth import SqliteAuthStore
 from tests.integration.admin_api import CREDENTIAL_KEYS, AdminApi
 from tests.integration.helpers import Clients
 from tests.integration.test_cli_tenant import run_cli

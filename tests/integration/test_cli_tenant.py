@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from mqttq.auth.model import Tenant
-from mqttq.auth.sqlite_store import SqliteAuthStore
 from mqttq.limits.quota import Quota
+from mqttq.storage.sqlite.auth import SqliteAuthStore
 from tests.integration.admin_api import AdminApi
 from tests.integration.helpers import Clients
 from tests.integration.waiting import HOST, BrokerFactory

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from mqttq import build
-from mqttq.settings import Settings
+from mqttq.config.schema import Settings
 from tests.integration.waiting import DEADLINE, wait_for
 
 REPO = Path(__file__).resolve().parents[2]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from mqttq.broker import inbox
+from mqttq.broker.delivery import inbox
 from mqttq.codec.enums import ProtocolLevel, ReasonCode
 from mqttq.codec.packets import (
     ConnackPacket,
@@ -31,7 +31,7 @@ from mqttq.codec.writer import encode_packet
 from mqttq.errors import StorageError
 from mqttq.model import Message
 from mqttq.storage.ports import QueuedMessage, Storage
-from mqttq.storage.sqlite import SqliteStorage
+from mqttq.storage.sqlite.store import SqliteStorage
 from tests.integration.test_broker_smoke import (
     BrokerThread,
     Raw,

@@ -10,7 +10,7 @@ from confluent_kafka.admin import AdminClient
 
 from mqttq.integrations.record import Delivery
 from mqttq.integrations.sinks.kafka import KafkaSink, KafkaSinkSettings
-from mqttq.storage.kafka_client import OFFSET_BEGINNING, KafkaConsumer, Record, TopicPartition
+from mqttq.storage.kafka.client import OFFSET_BEGINNING, KafkaConsumer, Record, TopicPartition
 
 DEADLINE = 60.0
 """Bounds a hang while reading records back; never a performance bound."""

@@ -16,7 +16,7 @@ from mqttq.errors import ConfigError
 from mqttq.integrations.record import Delivery, envelope
 from mqttq.integrations.sink import SinkRejected, SinkUnavailable
 from mqttq.integrations.sinks.kafka import KafkaSink
-from mqttq.storage.kafka_client import KafkaAdmin
+from mqttq.storage.kafka.client import KafkaAdmin
 from tests.integrations.kafka_sink_helpers import (
     deliveries,
     read_records,

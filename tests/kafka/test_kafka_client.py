@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from mqttq.storage.kafka_client import (
+from mqttq.storage.kafka.client import (
     KafkaAdmin,
     KafkaClientError,
     KafkaConsumer,

@@ -10,8 +10,8 @@ import pytest
 
 from mqttq.codec.properties import Properties
 from mqttq.model import Message
-from mqttq.storage.kafka_client import KafkaProducer
-from mqttq.storage.kafka_records import encode_message
+from mqttq.storage.formats.kafka_record import encode_message
+from mqttq.storage.kafka.client import KafkaProducer
 from tests.faults.test_broker_kill9 import TOPIC, publish_until_killed, receive_all
 from tests.integration.admin_api import AdminApi
 from tests.integration.helpers import Clients

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from mqttq.storage.kafka_records import decode_message
+from mqttq.storage.formats.kafka_record import decode_message
 from tests.integration.helpers import Clients
 from tests.integration.waiting import BrokerFactory, wait_for
 from tests.integration.wire import PUBACK, PUBLISH, Prop, Will, publish_packet

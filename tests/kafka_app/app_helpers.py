@@ -9,7 +9,7 @@ from typing import Any
 
 from mqttq.auth.model import ClientType, Credential
 from mqttq.auth.passwords import hash_password
-from mqttq.auth.sqlite_store import SqliteAuthStore
+from mqttq.storage.sqlite.auth import SqliteAuthStore
 from tests.conftest import BrokerProcess
 from tests.integration.helpers import Clients
 from tests.integration.raw_client import RawClient

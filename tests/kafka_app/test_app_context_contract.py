@@ -1,4 +1,4 @@
-"""The application_session_ctx contract (mqttq.storage.app_context), on the embedded
+"""The application_session_ctx contract (mqttq.storage.sqlite.app_context), on the embedded
 SQLite file and on a real PostgreSQL."""
 
 from __future__ import annotations
@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from mqttq.model import AppContext, PendingKind, Unacked
-from mqttq.storage.app_context import AppContextStore, SqliteAppContextStore
-from mqttq.storage.app_context_pg import PostgresAppContextStore
-from mqttq.storage.sqlite import SqliteStorage
-from mqttq.storage.sqlite_schema import SCHEMA_VERSION
+from mqttq.storage.ports import AppContextStore
+from mqttq.storage.postgres.app_context import PostgresAppContextStore
+from mqttq.storage.sqlite.app_context import SqliteAppContextStore
+from mqttq.storage.sqlite.schema import SCHEMA_VERSION
+from mqttq.storage.sqlite.store import SqliteStorage
 
 Factory = Callable[[], AppContextStore]
 

@@ -8,7 +8,7 @@ import time
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 
-from mqttq.storage.app_topics import app_topic
+from mqttq.storage.kafka.app_topics import app_topic
 from tests.integration.admin_api import AdminApi
 from tests.integration.helpers import Clients
 from tests.integration.raw_client import RawClient

@@ -10,7 +10,7 @@ import time
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from mqttq.storage.app_topics import app_group, app_topic
+from mqttq.storage.kafka.app_topics import app_group, app_topic
 from tests.conftest import BrokerProcess
 from tests.integration.helpers import Clients
 from tests.integration.raw_client import RawClient

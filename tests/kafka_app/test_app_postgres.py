@@ -11,7 +11,7 @@ import psycopg
 
 from mqttq.auth.model import ClientType, Credential
 from mqttq.auth.passwords import hash_password
-from mqttq.auth.postgres_store import PostgresAuthStore
+from mqttq.storage.postgres.auth import PostgresAuthStore
 from tests.conftest import BrokerFactory
 from tests.integration.helpers import Clients
 from tests.integration.waiting import wait_for

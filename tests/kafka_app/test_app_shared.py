@@ -9,7 +9,7 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from mqttq.storage.app_topics import shared_topic
+from mqttq.storage.kafka.app_topics import shared_topic
 from tests.integration.helpers import Clients
 from tests.integration.raw_client import RawClient
 from tests.integration.waiting import DEADLINE

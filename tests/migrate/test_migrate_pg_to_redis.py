@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from mqttq.model import Message
-from mqttq.storage.redis_queue import RedisMessageQueue
+from mqttq.storage.redis.queue import RedisMessageQueue
 from tests.migrate.source_data import (
     DAY_MS,
     MsgRow,

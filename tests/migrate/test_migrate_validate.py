@@ -17,7 +17,7 @@ from mqttq.codec.properties import Properties
 from mqttq.migrate.plan import ClientPlan, Planner
 from mqttq.migrate.validate import Reason, user_properties_of
 from mqttq.model import Message
-from mqttq.storage.codec_json import message_from_json, message_to_json
+from mqttq.storage.formats.tbmq_json import message_from_json, message_to_json
 
 NOW = 1_750_000_000_000
 HOUR_MS = 3_600_000

@@ -18,7 +18,7 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mqttq.broker.encoded import EncodedPublishes
+from mqttq.broker.delivery.encoded import EncodedPublishes
 from mqttq.codec import encode_packet
 from mqttq.codec.enums import PacketType
 from mqttq.codec.packets import (
@@ -34,7 +34,7 @@ from mqttq.codec.writer import encode_publish, encode_short_ack, publish_templat
 from mqttq.model import Message, Subscription
 from mqttq.reasons import ReasonCode
 from mqttq.routing.router import Delivery, Router
-from mqttq.storage.codec_json import (
+from mqttq.storage.formats.tbmq_json import (
     PUBLISH,
     PUBREL,
     DecodedMessages,

@@ -18,10 +18,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mqttq.model import Message
-from mqttq.storage import sqlite_runs
 from mqttq.storage.memory import MemoryStorage
 from mqttq.storage.ports import QueuedMessage, QueueFullPolicy, Storage
-from mqttq.storage.sqlite import SqliteStorage
+from mqttq.storage.sqlite import runs as sqlite_runs
+from mqttq.storage.sqlite.store import SqliteStorage
 
 CLIENTS = ("a", "b", "c")
 LIMIT = 4

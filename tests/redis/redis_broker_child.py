@@ -26,8 +26,8 @@ from mqttq.broker.server import Broker
 from mqttq.cli.ready_file import write_ready_file
 from mqttq.config import ListenerSettings, Settings
 from mqttq.storage.composite import CompositeStorage
-from mqttq.storage.redis_queue import RedisMessageQueue
-from mqttq.storage.sqlite import SqliteStorage
+from mqttq.storage.redis.queue import RedisMessageQueue
+from mqttq.storage.sqlite.store import SqliteStorage
 
 
 async def main(args: argparse.Namespace) -> None:

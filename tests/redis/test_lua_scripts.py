@@ -22,9 +22,9 @@ from mqttq.codec.properties import Properties
 from mqttq.errors import StorageError
 from mqttq.lua import SAVE, load_script
 from mqttq.model import Message
-from mqttq.storage.codec_json import PUBREL, message_to_json
+from mqttq.storage.formats.tbmq_json import PUBREL, message_to_json
 from mqttq.storage.ports import QueueFullPolicy
-from mqttq.storage.redis_queue import DEFAULT_TTL, RedisMessageQueue
+from mqttq.storage.redis.queue import DEFAULT_TTL, RedisMessageQueue
 from tests.integration.waiting import (
     wait_for,
 )

@@ -20,8 +20,8 @@ from mqttq.errors import StorageError
 from mqttq.model import Message
 from mqttq.storage.composite import CompositeStorage
 from mqttq.storage.ports import Storage
-from mqttq.storage.redis_queue import RedisMessageQueue
-from mqttq.storage.sqlite import SqliteStorage
+from mqttq.storage.redis.queue import RedisMessageQueue
+from mqttq.storage.sqlite.store import SqliteStorage
 from tests.contract import test_storage_contract as contract
 from tests.contract.conftest import StorageFactory, run_with
 

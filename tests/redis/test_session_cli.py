@@ -19,7 +19,7 @@ from typer.testing import CliRunner, Result
 
 from mqttq.cli.session import human_duration, session_app
 from mqttq.model import Message
-from mqttq.storage.redis_queue import RedisMessageQueue
+from mqttq.storage.redis.queue import RedisMessageQueue
 from tests.services import free_port
 
 HOUR = 3600

@@ -19,7 +19,7 @@ from typer.testing import CliRunner, Result
 from mqttq.cli.report import report_app
 from mqttq.model import Message
 from mqttq.storage.ports import SessionRecord
-from mqttq.storage.sqlite import SqliteStorage
+from mqttq.storage.sqlite.store import SqliteStorage
 from tests.migrate.source_data import (
     DAY_MS,
     MsgRow,

@@ -1,4 +1,4 @@
-"""Kafka topic names of APPLICATION clients (mqttq.storage.app_topics): examples and
+"""Kafka topic names of APPLICATION clients (mqttq.storage.kafka.app_topics): examples and
 properties (every name is a legal Kafka topic; distinct valid filters never collide)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mqttq.routing.topics import validate_topic_filter
-from mqttq.storage.app_topics import (
+from mqttq.storage.kafka.app_topics import (
     MAX_TOPIC_LENGTH,
     app_group,
     app_topic,

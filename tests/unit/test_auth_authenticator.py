@@ -15,8 +15,8 @@ from mqttq.auth.authenticator import Authenticator, AuthRefusal, Identity
 from mqttq.auth.model import DEFAULT_TENANT, ClientType, Credential
 from mqttq.auth.passwords import hash_password, verify_password
 from mqttq.auth.ports import AuthStoreError
-from mqttq.auth.sqlite_store import SqliteAuthStore
 from mqttq.reasons import ReasonCode
+from mqttq.storage.sqlite.auth import SqliteAuthStore
 
 PASSWORD = "correct horse"
 NEW_PASSWORD = "battery staple"

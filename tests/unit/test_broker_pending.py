@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from mqttq.broker.pending import BackgroundTasks, EnqueueBatcher, RemoveBatcher
+from mqttq.broker.delivery.pending import BackgroundTasks, EnqueueBatcher, RemoveBatcher
 from mqttq.errors import StorageError
 
 

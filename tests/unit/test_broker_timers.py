@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, cast
 
-from mqttq.broker.timers import RING, TimerWheel
+from mqttq.broker.connection.timers import RING, TimerWheel
 
 
 class FakeLoop:

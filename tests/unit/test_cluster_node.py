@@ -8,15 +8,15 @@ import asyncio
 
 import pytest
 
-from mqttq.broker.cluster_node import ClusterNode
-from mqttq.broker.hub import Hub
-from mqttq.broker.session import Session
+from mqttq.broker.delivery.hub import Hub
+from mqttq.broker.distributed.cluster_node import ClusterNode
+from mqttq.broker.sessions.session import Session
 from mqttq.cluster.link import ClusterLink
 from mqttq.cluster.records import SessionInfo
+from mqttq.config.schema import MqttSettings
 from mqttq.limits import Limits, Quota
 from mqttq.model import Message, Subscription
 from mqttq.routing.router import Delivery
-from mqttq.settings import MqttSettings
 from mqttq.storage.memory import MemoryStorage
 from mqttq.storage.ports import QueuedMessage
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from mqttq.codec.properties import Properties
 from mqttq.errors import StorageError
 from mqttq.model import Message
-from mqttq.storage.codec_json import (
+from mqttq.storage.formats.tbmq_json import (
     PUBLISH,
     PUBREL,
     DecodedMessages,

@@ -17,8 +17,8 @@ from mqttq.config import (
     load_settings,
     parse_settings,
 )
+from mqttq.config.schema import node_id_of
 from mqttq.errors import ConfigError
-from mqttq.settings import node_id_of
 
 
 def config_error(

@@ -9,7 +9,7 @@ import pytest
 from mqttq.codec.properties import Properties
 from mqttq.errors import StorageError
 from mqttq.model import Message
-from mqttq.storage.kafka_records import HEADER, decode_message, encode_message
+from mqttq.storage.formats.kafka_record import HEADER, decode_message, encode_message
 
 
 def test_plain_message_round_trips_in_one_header() -> None:

@@ -14,7 +14,7 @@ from typing import Any, cast
 import pytest
 import uvloop
 
-from mqttq.broker.plain_tcp import (
+from mqttq.broker.net.plain_tcp import (
     SocketServer,
     SocketTransport,
     listener_locality,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from mqttq.model import Message
 from mqttq.storage.ports import QueuedMessage
-from mqttq.storage.queue_mirror import QueueMirror
+from mqttq.storage.sqlite.queue_mirror import QueueMirror
 
 
 def _entries(client_id: str, first: int, count: int) -> list[tuple[str, QueuedMessage]]:

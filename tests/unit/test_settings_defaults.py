@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
+from mqttq.config.schema import MqttSettings
 from mqttq.protocol.connect import ConnectPolicy
 from mqttq.protocol.connection import ConnectionLimits
-from mqttq.settings import MqttSettings
 
 _MQTT_FIELDS = {f.name for f in dataclasses.fields(MqttSettings)}
 

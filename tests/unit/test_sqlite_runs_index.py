@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mqttq.storage.sqlite_runs import ClientQueue
+from mqttq.storage.sqlite.runs import ClientQueue
 
 
 def _queue_of_single_runs(count: int) -> ClientQueue:

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F
 from mqttq.migrate.validate import MAX_PACKET_ID
 from mqttq.spark.reports.output import Chart, Report, Section, SectionKind
 from mqttq.spark.reports.transforms import count_if, histogram, largest, mark_kept
-from mqttq.storage.codec_json import PUBREL
+from mqttq.storage.formats.tbmq_json import PUBREL
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame

@@ -19,7 +19,7 @@ import psycopg
 
 from mqttq.migrate.schema import MESSAGE_TABLE, SESSION_TABLE
 from mqttq.spark.reports import ReportError
-from mqttq.storage.redis_keys import redacted
+from mqttq.storage.redis.keys import redacted
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

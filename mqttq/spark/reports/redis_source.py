@@ -24,7 +24,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from mqttq.spark.reports import ReportError
-from mqttq.storage.redis_keys import (
+from mqttq.storage.redis.keys import (
     MESSAGES_SUFFIX,
     client_id_of,
     glob_escape,

@@ -17,7 +17,7 @@ from pyspark.sql import functions as F
 
 from mqttq.spark.reports.output import Chart, Report, Section, SectionKind
 from mqttq.spark.reports.transforms import count_if, histogram, largest, sorted_small
-from mqttq.storage.codec_json import PUBREL
+from mqttq.storage.formats.tbmq_json import PUBREL
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame

@@ -1,0 +1,459 @@
+"""Client: the asyncio.Protocol shell around one MqttConnection.
+
+Bytes in -> `MqttConnection` -> packets -> the hub and the session lifecycle; everything
+sent is encoded into the connection's one buffer. It is written when the read that caused
+it has been handled (what other callbacks send: at the end of the event-loop iteration),
+or at once past 64 KiB. Write pressure pauses deliveries to this client (`writable`); a
+publisher's acks and deliveries run through `steps` in arrival order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final, cast
+
+from mqttq.broker.connection.dispatch import HANDLERS, on_puback, on_publish
+from mqttq.broker.delivery.pending import OrderedSteps
+from mqttq.broker.net.listeners import TCP, ListenerKind
+from mqttq.codec.packets import (
+    ConnackPacket,
+    ConnectPacket,
+    Packet,
+    PubackPacket,
+    PublishPacket,
+)
+from mqttq.codec.properties import Properties
+from mqttq.errors import ProtocolError
+from mqttq.protocol.connection import MqttConnection
+from mqttq.protocol.state import ConnState
+from mqttq.reasons import ReasonCode
+
+if TYPE_CHECKING:
+    from mqttq.auth.authenticator import Identity
+    from mqttq.broker.delivery.tenants import TenantSpace
+    from mqttq.broker.sessions.lifecycle import Lifecycle
+    from mqttq.broker.sessions.session import Session
+
+__all__ = ["Client"]
+
+logger = logging.getLogger("mqttq.broker.client")
+
+FLUSH_AT: Final = 64 * 1024
+"""Bytes buffered before a write happens without waiting for the end of the iteration."""
+WRITE_HIGH_WATER = 1280 * 1024
+WRITE_LOW_WATER = 640 * 1024
+"""Transport buffer limits: above high, deliveries to this client pause (TBMQ's values)."""
+MAX_PENDING_STEPS = 4096
+"""Answers waiting for storage before the client's socket stops being read."""
+CLOSE_LINGER = 2.0
+"""Seconds a closing connection keeps reading (and discarding) after its last packet."""
+
+
+class Client(asyncio.Protocol):
+    """One network connection of a client (see the module docstring)."""
+
+    __slots__ = (
+        "_blocked",
+        "_deferred",
+        "_draining",
+        "_flush_pending",
+        "_loop",
+        "_reading_paused",
+        "_steps",
+        "_timer_slot",
+        "client_id",
+        "closed",
+        "conn",
+        "counted",
+        "identity",
+        "life",
+        "listener",
+        "normal_disconnect",
+        "session",
+        "space",
+        "transport",
+        "writable",
+    )
+
+    def __init__(self, life: Lifecycle, listener: ListenerKind = TCP) -> None:
+        self.life = life
+        self.listener = listener
+        """The listener the connection came through (tcp, tls, ws, wss)."""
+        self._loop = life.loop
+        self.conn = MqttConnection(life.limits, self._loop.time())
+        self.transport: asyncio.Transport | None = None
+        self.session: Session | None = None
+        self.client_id = ""
+        self._steps: OrderedSteps | None = None
+        self.writable = True
+        self.closed = False
+        self.normal_disconnect = False
+        """DISCONNECT 0x00 received: the will is discarded [MQTT-3.14.4-3]."""
+        self.identity: Identity | None = None
+        """Who the client is (tenant, ACLs), once CONNECT was authenticated."""
+        self.space: TenantSpace | None = None
+        """The tenant namespace the client publishes into, set with `identity`."""
+        self.counted = False
+        """The connection holds a slot in the connection count limits."""
+        self._blocked = False
+        self._deferred = False
+        self._draining = False
+        self._flush_pending = False
+        self._reading_paused = False
+        self._timer_slot: int | None = None
+        """Index of this connection's deadline in the lifecycle's TimerWheel."""
+
+    @property
+    def steps(self) -> OrderedSteps:
+        """The client's answers in arrival order (see the module docstring); created by
+        the first packet that needs one, so an idle connection holds none."""
+        steps = self._steps
+        if steps is None:
+            steps = self._steps = OrderedSteps(self._steps_advanced)
+        return steps
+
+    def __repr__(self) -> str:
+        return f"<Client {self.client_id!r} {self.peer}>"
+
+    @property
+    def peer(self) -> str:
+        """The client's address as "host:port", for log lines ("?" once unknown); asked of
+        the transport only when a line needs it, so an idle connection keeps no copy."""
+        transport = self.transport
+        peer = None if transport is None else transport.get_extra_info("peername")
+        return f"{peer[0]}:{peer[1]}" if peer else "?"
+
+    # ------------------------------------------------------------------ asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports implement asyncio.Transport without subclassing it.
+        transport = cast(asyncio.Transport, transport)
+        self.transport = transport
+        wait = self.life.client_opened(self)
+        if wait is None:  # over the new-connection rate: dropped before any parsing
+            self.closed = True
+            transport.abort()
+            return
+        transport.set_write_buffer_limits(WRITE_HIGH_WATER, WRITE_LOW_WATER)
+        if wait > 0:
+            transport.pause_reading()
+            self._loop.call_later(wait, self._resume_after_wait)
+        self._arm_timer()
+
+    def _resume_after_wait(self) -> None:
+        if not self.closed and not self._reading_paused and self.transport is not None:
+            self.transport.resume_reading()
+
+    def local_is_loopback(self) -> bool:
+        """True when the client reached the broker on a loopback address (127.0.0.0/8,
+        ::1): the listener `auth.anonymous = "loopback"` lets in without credentials."""
+        transport = self.transport
+        if transport is None:
+            return False
+        known = transport.get_extra_info("loopback")  # plain TCP: from its listener
+        if known is not None:
+            return bool(known)
+        sockname = transport.get_extra_info("sockname")
+        if not sockname or not isinstance(sockname, tuple) or not isinstance(sockname[0], str):
+            return False
+        host = sockname[0]
+        if host.startswith("127.") or host == "::1":  # the forms the socket API gives
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+
+    def data_received(self, data: bytes) -> None:
+        if self._draining:
+            return  # the connection is closing: what the client still sends is dropped
+        self.conn.receive_data(data, self._loop.time())
+        if self._blocked:
+            return
+        life = self.life
+        # What the packets of this read make other connections send (a forwarded PUBLISH,
+        # this client's acks) is written when they are handled, not on the next loop
+        # iteration: the message's way out waits for no other callback.
+        writes: list[Client] = []
+        life.writes = writes
+        try:
+            self._process()
+        finally:
+            life.writes = None
+            for client in writes:
+                try:
+                    client._flush()
+                except Exception as error:  # as from a loop callback: reported; others written
+                    self._loop.call_exception_handler(
+                        {"message": "writing to a client failed", "exception": error}
+                    )
+
+    def eof_received(self) -> bool | None:
+        return None  # close the transport (also ends the drain of a graceful close)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.conn.close()
+        self._cancel_timer()
+        self.life.client_closed(self)
+
+    def pause_writing(self) -> None:
+        self.writable = False
+        session = self.session
+        if session is not None and session.app is not None:
+            session.app.pause_writing()
+
+    def resume_writing(self) -> None:
+        self.writable = True
+        session = self.session
+        if session is not None:
+            if session.app is not None:
+                session.app.resume_writing()
+            session.pump()
+        self._flush_soon()
+
+    # ------------------------------------------------------------------ sending
+
+    def send(self, packet: Packet) -> None:
+        self.conn.send(packet)
+        self._flush_soon()
+
+    def send_publish_ack(self, qos: int, packet_id: int, reason_code: ReasonCode) -> None:
+        """PUBACK (QoS 1) or PUBREC (QoS 2) without properties."""
+        self.conn.send_publish_ack(qos, packet_id, reason_code)
+        self._flush_soon()
+
+    def send_publish(self, packet: PublishPacket) -> bool:
+        sent = self.conn.send_publish(packet)
+        self._flush_soon()
+        return sent
+
+    def send_message(  # noqa: PLR0917 (the fields of the PublishPacket it avoids building)
+        self,
+        topic: str,
+        payload: bytes,
+        qos: int,
+        retain: bool,
+        dup: bool,
+        packet_id: int | None,
+        properties: Properties,
+    ) -> bool:
+        """A PUBLISH given by its fields (see `MqttConnection.send_message`)."""
+        sent = self.conn.send_message(topic, payload, qos, retain, dup, packet_id, properties)
+        self._flush_soon()
+        return sent
+
+    def send_encoded_publish(self, data: bytes) -> bool:
+        sent = self.conn.send_encoded_publish(data)
+        self._flush_soon()
+        return sent
+
+    def flush_now(self) -> None:
+        """Write what is buffered to the transport now (not at the end of the iteration)."""
+        if self.conn.pending_bytes:
+            self._flush()
+
+    def _flush_soon(self) -> None:
+        pending = self.conn.pending_bytes
+        if pending >= FLUSH_AT:
+            self._flush()
+        elif pending and not self._flush_pending:
+            self._flush_pending = True
+            writes = self.life.writes
+            if writes is not None:
+                writes.append(self)
+            else:
+                self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        data = self.conn.data_to_send()
+        transport = self.transport
+        if transport is None or transport.is_closing() or self._draining:
+            return
+        if data:
+            transport.write(data)
+        if self.conn.state is ConnState.CLOSED:
+            self._close_transport(transport)
+
+    def close(self) -> None:
+        """Flush what is queued (an error CONNACK/DISCONNECT) and close the transport."""
+        self.conn.close()
+        self._flush()
+        if self.transport is not None and not self.transport.is_closing():
+            self._close_transport(self.transport)
+
+    def _close_transport(self, transport: asyncio.Transport) -> None:
+        """A graceful close: where the transport can half-close (plain TCP), send what is
+        buffered and a FIN, then go on reading and discarding for up to CLOSE_LINGER
+        seconds before the full close. A client still writing (PUBRELs, a burst of
+        PUBLISHes) thus reads the reason code (the CONNACK or DISCONNECT just sent)
+        instead of a reset: closing a socket with unread bytes makes the kernel answer
+        with RST. TLS and WebSocket transports close with their own closing handshake."""
+        if self._draining:
+            return
+        if not transport.can_write_eof():
+            transport.close()
+            return
+        self._draining = True
+        self.closed = True
+        transport.write_eof()
+        self._cancel_timer()
+        self.life.client_closed(self)  # for MQTT the connection is over now
+        transport.resume_reading()  # possibly paused by a rate limit or a full pipeline
+        self._loop.call_later(CLOSE_LINGER, self._linger_over, transport)
+
+    @staticmethod
+    def _linger_over(transport: asyncio.Transport) -> None:
+        if not transport.is_closing():
+            transport.close()
+
+    def kick(self, reason_code: ReasonCode, reason_string: str | None = None) -> None:
+        """Server-initiated close: DISCONNECT (5.0) with `reason_code`, then close; the
+        session is released at once (the will follows the abnormal-close rules)."""
+        self.conn.disconnect(reason_code, reason_string)
+        self.close()
+        self.life.client_closed(self)
+
+    def fail(self, error: ProtocolError) -> None:
+        """Answer a client fault with what the spec names and close; one log line."""
+        self.life.hub.stats.protocol_errors += 1
+        if error.reason_code == ReasonCode.RECEIVE_MAXIMUM_EXCEEDED and self.space is not None:
+            self.life.hub.limits.count_refusal(self.space.name, "receive_maximum")
+        logger.info(
+            "client %r (%s): %s (0x%02X), closing",
+            self.client_id,
+            self.peer,
+            error.message,
+            error.reason_code,
+        )
+        self.conn.fail(error)
+        self.close()
+        self.life.client_closed(self)
+
+    # ------------------------------------------------------------------ timers
+
+    def _arm_timer(self) -> None:
+        deadline = self.conn.get_timer()
+        if deadline is not None and not self.closed:
+            self._timer_slot = self.life.timers.schedule(self, deadline)
+
+    def _cancel_timer(self) -> None:
+        if self._timer_slot is not None:
+            self.life.timers.cancel(self, self._timer_slot)
+            self._timer_slot = None
+
+    def on_timer(self) -> None:
+        """The connect timeout or keep alive deadline this connection was filed under is
+        due (the TimerWheel calls this); the connection checks its current deadline."""
+        self._timer_slot = None
+        try:
+            self.conn.handle_timer(self._loop.time())
+        except ProtocolError as error:
+            self.fail(error)
+            return
+        self._arm_timer()
+
+    # ------------------------------------------------------------------ inbound packets
+
+    def _process(self) -> None:
+        conn = self.conn
+        handlers = HANDLERS
+        try:
+            while not self._blocked:
+                packet = conn.next_packet()
+                if packet is None:
+                    break
+                # The two packets of every QoS 1 message by a direct (native) call; the
+                # table's handlers are Python calls, with their arguments parsed.
+                if type(packet) is PublishPacket:
+                    on_publish(self, packet)
+                elif type(packet) is PubackPacket:
+                    on_puback(self, packet)
+                else:
+                    handler = handlers.get(type(packet))
+                    if handler is not None:
+                        handler(self, packet)
+        except ProtocolError as error:
+            self.fail(error)
+            return
+        self._flush_soon()
+
+    def defer(self, delay: float, then: Callable[[], None]) -> None:
+        """Handle nothing more from this client for `delay` seconds (a rate limit's
+        bounded wait; the token is already taken), then run `then` and carry on."""
+        self._blocked = True
+        self._deferred = True
+        transport = self.transport
+        if transport is not None and not self._reading_paused:
+            transport.pause_reading()
+        self._loop.call_later(delay, self._deferred_done, then)
+
+    def _deferred_done(self, then: Callable[[], None]) -> None:
+        self._deferred = False
+        if self.closed:
+            return
+        self._blocked = False
+        if self.transport is not None and not self._reading_paused:
+            self.transport.resume_reading()
+        try:
+            then()
+        except ProtocolError as error:
+            self.fail(error)
+            return
+        self._process()
+
+    def start_connect(self, packet: ConnectPacket) -> None:
+        """CONNECT is answered asynchronously; nothing more is read until it is."""
+        self._blocked = True
+        task = self._loop.create_task(self.life.connect(self, packet))
+        task.add_done_callback(self._connect_done)
+        self._cancel_timer()  # the keep alive applies once CONNECT is answered
+
+    def _connect_done(self, task: asyncio.Task[None]) -> None:
+        if task.cancelled() or (error := task.exception()) is not None:
+            if not task.cancelled():
+                logger.error("connect of %r failed", self.client_id, exc_info=error)
+            self.close()
+            self.life.client_closed(self)
+            return
+        self._blocked = False
+        if self.closed or self.conn.state is ConnState.CLOSED:
+            self._flush()
+            return
+        self._arm_timer()
+        self._process()
+
+    def accepted(self, session: Session, connack: ConnackPacket, keep_alive: int) -> None:
+        """The CONNECT was accepted for `session`: send CONNACK."""
+        self.session = session
+        self.client_id = session.client_id
+        if session.awaiting_pubrel is not None:  # else the window makes its own on use
+            self.conn.inbound.awaiting_pubrel = session.awaiting_pubrel
+        self.conn.accept(connack, keep_alive)
+        self._flush_soon()
+
+    def refuse(self, reason_code: ReasonCode, message: str) -> None:
+        """Refuse the CONNECT with an error CONNACK (3.x: its return code) and close."""
+        logger.info("client %r (%s) refused: %s", self.client_id, self.peer, message)
+        self.conn.refuse(reason_code, message if self.conn.is_v5 else None)
+        self.close()
+
+    # ------------------------------------------------------------------ flow control
+
+    def pause_reading_if_behind(self) -> None:
+        """Stop reading while too many answers wait for storage (a fast publisher)."""
+        steps = self._steps
+        if steps is not None and len(steps) > MAX_PENDING_STEPS and not self._reading_paused:
+            self._reading_paused = True
+            assert self.transport is not None
+            self.transport.pause_reading()
+
+    def _steps_advanced(self) -> None:
+        if self._reading_paused and len(self.steps) < MAX_PENDING_STEPS // 2:
+            self._reading_paused = False
+            if self.transport is not None and not self.closed and not self._deferred:
+                self.transport.resume_reading()

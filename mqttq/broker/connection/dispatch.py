@@ -1,0 +1,337 @@
+"""What the broker does with each packet a connected client sends.
+
+One function per packet type, called by `Client` in arrival order. Answers that depend on
+storage (PUBACK/PUBREC after an enqueue, SUBACK after a session save, PUBREL after
+mark_pubrel) go through the client's `steps`, which keep them in arrival order. CONNECT is
+answered asynchronously by the session lifecycle (the client reads nothing more until it
+is) and PINGREQ / PUBREL by MqttConnection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from functools import partial
+from typing import TYPE_CHECKING, Any, Final
+
+from mqttq.broker.delivery.hub import Fanout
+from mqttq.codec.packets import (
+    ConnectPacket,
+    DisconnectPacket,
+    PubackPacket,
+    PubcompPacket,
+    PublishPacket,
+    PubrecPacket,
+    PubrelPacket,
+    SubackPacket,
+    SubscribePacket,
+    UnsubackPacket,
+    UnsubscribePacket,
+)
+from mqttq.codec.properties import Properties
+from mqttq.limits.limiter import Refused
+from mqttq.reasons import ReasonCode
+from mqttq.routing.topics import validate_topic_name
+
+if TYPE_CHECKING:
+    from mqttq.broker.connection.client import Client
+    from mqttq.broker.delivery.hub import Hub
+    from mqttq.broker.sessions.session import Session
+
+__all__ = ["HANDLERS"]
+
+logger = logging.getLogger("mqttq.broker.dispatch")
+
+_ACK_REASON_STRINGS: Final = {
+    ReasonCode.UNSPECIFIED_ERROR: "the message could not be stored",
+    ReasonCode.QUOTA_EXCEEDED: "quota exceeded",
+    ReasonCode.NOT_AUTHORIZED: "not authorized to publish to this topic",
+}
+"""Reason Strings on error PUBACK / PUBREC (dropped when the client asked for none)."""
+
+
+def _session(client: Client) -> Session:
+    session = client.session
+    assert session is not None  # packets are read only once CONNECT was accepted
+    return session
+
+
+def on_connect(client: Client, packet: ConnectPacket) -> None:
+    client.start_connect(packet)
+
+
+def on_publish(client: Client, packet: PublishPacket) -> None:
+    """Check the publish ACL and the publish rate (node, then tenant: a bounded wait for a
+    token, then 0x97), then route the message; answer QoS 1/2 once its stored deliveries
+    are durable."""
+    validate_topic_name(packet.topic)  # [MQTT-3.3.2-2]
+    identity = client.identity
+    space = client.space
+    assert identity is not None and space is not None  # set before CONNACK
+    limits = client.life.hub.limits
+    if not identity.may_publish(packet.topic):
+        limits.count_refusal(space.name, "acl_publish")
+        _refuse_publish(client, packet, ReasonCode.NOT_AUTHORIZED)
+        return
+    admitted = limits.admit_publish(space.name, client.life.loop.time())
+    if isinstance(admitted, Refused):
+        _refuse_publish(client, packet, ReasonCode.QUOTA_EXCEEDED)
+        return
+    if admitted:
+        client.defer(admitted, partial(_route_durably, client, packet))
+        return
+    _route_durably(client, packet)
+
+
+def _route_durably(client: Client, packet: PublishPacket) -> None:
+    """`_route`, after storing a persistent session's inbound QoS 2 ids with this one:
+    its PUBREC waits for that save, so a re-sent PUBLISH is known as a duplicate even
+    after a `kill -9` of the broker [MQTT-4.3.3-10]."""
+    session = client.session
+    if packet.qos == 2 and session is not None and session.persistent:
+        client.steps.add(_save_awaiting_pubrel(client, session), _nothing)
+    _route(client, packet)
+
+
+def _save_awaiting_pubrel(client: Client, session: Session) -> asyncio.Future[Any]:
+    session.awaiting_pubrel = client.conn.inbound.awaiting_pubrel
+    return client.life.hub.save_session(session, shared=False)
+
+
+def _nothing(_future: asyncio.Future[Any] | None) -> None:
+    """A step that only orders the ones after it."""
+
+
+def on_pubrel(client: Client, packet: PubrelPacket) -> None:
+    """PUBCOMP was sent by the connection; a persistent session's stored ids follow (a
+    crash before this save settles leaves the id stored: a new PUBLISH re-using it at
+    once after the restart would be taken for a duplicate)."""
+    session = client.session
+    if session is not None and session.persistent:
+        _save_awaiting_pubrel(client, session)
+
+
+def _refuse_publish(client: Client, packet: PublishPacket, reason: ReasonCode) -> None:
+    """A PUBLISH the broker will not route: counted as dropped, and answered as `_ack`
+    answers `reason` (QoS 0 gets no answer)."""
+    if reason == ReasonCode.NOT_AUTHORIZED:  # 3.x has no other trace of it than this line
+        logger.info("client %r: PUBLISH to %r not authorized", client.client_id, packet.topic)
+    client.life.hub.stats.dropped[packet.qos] += 1
+    _ack(client, packet.qos, packet.packet_id, reason)
+
+
+def _route(client: Client, packet: PublishPacket) -> None:
+    hub = client.life.hub
+    message = hub.message_from(packet, client.client_id)
+    steps = client.steps
+    session = client.session
+    assert session is not None
+    if hub.log is not None:
+        _append(client, packet, hub.append_to_log(session.space.name, message))
+        return
+    space = session.space
+    inbox = hub.inbox
+    if inbox is not None and inbox.engaged and inbox.takes(space.name, message):
+        held = inbox.publish(space, message)
+        if held is not None:
+            steps.add(held, partial(_accepted, client, packet.qos, packet.packet_id))
+            client.pause_reading_if_behind()
+        return
+    fan = hub.publish(space, message, deliver_now=not steps)
+    if inbox is not None:
+        stored = isinstance(fan, Fanout) and fan.enqueue is not None
+        if stored or inbox.engaged:
+            inbox.learn(space.name, message, stored)
+    qos = packet.qos
+    if not isinstance(fan, Fanout):  # delivered already: `fan` is the reason code
+        if not qos:
+            return
+        if steps:  # the answer still waits for the earlier ones
+            steps.add(None, partial(_acknowledge, client, qos, packet.packet_id, fan))
+        else:
+            _ack(client, qos, packet.packet_id, fan)
+        return
+    future = fan.future()
+    if future is None and not steps:
+        if qos:  # QoS 0 with nothing stored is already delivered: nothing to answer
+            _ack(client, qos, packet.packet_id, hub.complete(fan))
+        return
+    steps.add(future, partial(_publish_done, client, fan, qos, packet.packet_id))
+    client.pause_reading_if_behind()
+
+
+def _append(client: Client, packet: PublishPacket, future: asyncio.Future[Any]) -> None:
+    """Distributed mode: the PUBLISH is routed once read back from the message log; its
+    PUBACK / PUBREC goes out (in arrival order) once the log confirmed it, and a refusal
+    (0x80, or a disconnect at 3.x) when the log did not."""
+    qos = packet.qos
+    if not qos:
+        return
+    client.steps.add(future, partial(_accepted, client, qos, packet.packet_id))
+    client.pause_reading_if_behind()
+
+
+def _accepted(
+    client: Client, qos: int, packet_id: int | None, future: asyncio.Future[Any] | None
+) -> None:
+    """The answer to a PUBLISH appended to the message log or taken by the publish inbox:
+    success once the log or the inbox row has it, 0x80 (or a disconnect at 3.x) when that
+    failed, or the reason code of a held retained message's routing."""
+    assert future is not None
+    if future.cancelled() or future.exception() is not None:
+        _ack(client, qos, packet_id, ReasonCode.UNSPECIFIED_ERROR)
+        return
+    result = future.result()
+    _ack(client, qos, packet_id, result if isinstance(result, ReasonCode) else ReasonCode.SUCCESS)
+
+
+def _acknowledge(
+    client: Client,
+    qos: int,
+    packet_id: int | None,
+    reason: ReasonCode,
+    _future: asyncio.Future[Any] | None,
+) -> None:
+    _ack(client, qos, packet_id, reason)
+
+
+def _publish_done(
+    client: Client,
+    fan: Fanout,
+    qos: int,
+    packet_id: int | None,
+    _future: asyncio.Future[Any] | None,
+) -> None:
+    _ack(client, qos, packet_id, client.life.hub.complete(fan))
+
+
+def _ack(client: Client, qos: int, packet_id: int | None, reason: ReasonCode) -> None:
+    """PUBACK (QoS 1) or PUBREC (QoS 2) with `reason`. 3.x acknowledgements carry no
+    reason code: a publish denied by the ACL is acknowledged and dropped (as 3.x clients
+    expect), and one refused for a quota or a storage failure is not acknowledged at all:
+    the connection is closed, and the client sends the message again once it reconnects."""
+    if not qos:
+        return
+    assert packet_id is not None
+    reason_string = _ACK_REASON_STRINGS.get(reason)
+    if reason_string is None:  # every success: no packet object, no properties
+        client.send_publish_ack(qos, packet_id, reason)
+        return
+    if not client.conn.is_v5 and reason != ReasonCode.NOT_AUTHORIZED:
+        logger.info("client %r: %s (0x%02X), closing", client.client_id, reason_string, reason)
+        client.conn.inbound.refused_unanswered(qos, packet_id)
+        client.kick(reason, reason_string)
+        return
+    props = Properties(reason_string=reason_string)
+    if qos == 1:
+        client.send(PubackPacket(packet_id, reason, props))
+    else:
+        client.send(PubrecPacket(packet_id, reason, props))
+
+
+def on_puback(client: Client, packet: PubackPacket) -> None:
+    _session(client).on_puback(packet.packet_id)
+
+
+def on_pubrec(client: Client, packet: PubrecPacket) -> None:
+    """PUBREC: PUBREL once the entry is marked in storage [MQTT-4.3.3-4]; none after an
+    error PUBREC [MQTT-4.4.0-2]."""
+    future = _session(client).on_pubrec(packet.packet_id, packet.reason_code)
+    if packet.reason_code < 0x80:
+        client.steps.add(future, partial(_send_pubrel, client, packet.packet_id))
+
+
+def _send_pubrel(client: Client, packet_id: int, _future: asyncio.Future[Any] | None) -> None:
+    if client.session is not None:
+        client.send(client.session.pubrel_for(packet_id))
+
+
+def on_pubcomp(client: Client, packet: PubcompPacket) -> None:
+    _session(client).on_pubcomp(packet.packet_id)
+
+
+def on_subscribe(client: Client, packet: SubscribePacket) -> None:
+    """SUBACK once a persistent session's subscriptions are saved, then the retained
+    messages of the new subscriptions [MQTT-3.8.4]."""
+    session = _session(client)
+    hub = client.life.hub
+    identity = client.identity
+    allowed = None if identity is None else identity.may_subscribe
+    codes, retained, granted = hub.subscribe(session, packet, allowed)
+    shared = hub.cluster is not None  # other nodes route to this session too
+    save = hub.save_session(session) if (session.persistent or shared) and granted else None
+    if session.app is not None and granted:
+        # An APPLICATION client's `$share` subscription: SUBACK once its topic exists.
+        save = _both(save, session.app.sync_shared())
+    client.steps.add(save, partial(_suback, client, packet.packet_id, codes, granted))
+    for subscription, messages in retained:
+        fan = hub.deliver_retained(session, subscription, messages)
+        client.steps.add(fan.future(), partial(_complete, hub, fan))
+
+
+def _both(
+    first: asyncio.Future[Any] | None, second: asyncio.Future[Any] | None
+) -> asyncio.Future[Any] | None:
+    """One future for two (either may be None); it fails when either fails."""
+    if first is None or second is None:
+        return first or second
+    return asyncio.gather(first, second)
+
+
+def _suback(
+    client: Client,
+    packet_id: int,
+    codes: list[ReasonCode],
+    granted: list[str],
+    save: asyncio.Future[Any] | None,
+) -> None:
+    if save is not None and (save.cancelled() or save.exception() is not None):
+        # Not durable: undo, and say so rather than grant silently.
+        session = _session(client)
+        for topic_filter in granted:
+            client.life.hub.drop_subscription(session, topic_filter)
+        codes = [ReasonCode.UNSPECIFIED_ERROR] * len(codes)
+    client.send(SubackPacket(packet_id, codes))
+
+
+def _complete(hub: Hub, fan: Fanout, _future: asyncio.Future[Any] | None) -> None:
+    hub.complete(fan)
+
+
+def on_unsubscribe(client: Client, packet: UnsubscribePacket) -> None:
+    """UNSUBACK (0x00 / 0x11 per filter) once a persistent session is saved."""
+    session = _session(client)
+    hub = client.life.hub
+    codes = hub.unsubscribe(session, packet)
+    save = hub.save_session(session) if session.persistent or hub.cluster is not None else None
+    if session.app is not None:
+        session.app.sync_shared()
+    client.steps.add(save, partial(_unsuback, client, packet.packet_id, codes))
+
+
+def _unsuback(
+    client: Client, packet_id: int, codes: list[ReasonCode], _save: asyncio.Future[Any] | None
+) -> None:
+    client.send(UnsubackPacket(packet_id, codes))
+
+
+def on_disconnect(client: Client, packet: DisconnectPacket) -> None:
+    client.life.disconnect_received(client, packet)
+    client.close()
+    client.life.client_closed(client)
+
+
+HANDLERS: Final[dict[type, Callable[[Client, Any], None]]] = {
+    ConnectPacket: on_connect,
+    PublishPacket: on_publish,
+    PubackPacket: on_puback,
+    PubrecPacket: on_pubrec,
+    PubcompPacket: on_pubcomp,
+    PubrelPacket: on_pubrel,
+    SubscribePacket: on_subscribe,
+    UnsubscribePacket: on_unsubscribe,
+    DisconnectPacket: on_disconnect,
+}
+"""Packet type -> handler (PINGREQ and PUBREL are answered by MqttConnection; PUBREL
+comes here too, after its PUBCOMP)."""

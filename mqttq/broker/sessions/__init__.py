@@ -1,0 +1,5 @@
+"""Sessions: session.py (a session's queue and outbound in-flight window), lifecycle.py
+(CONNECT, takeover, DISCONNECT, shutdown), endings.py (expiry, wills, takeovers, gone nodes),
+will.py, restore.py (sessions back from storage at start)."""
+
+from __future__ import annotations
