@@ -1,8 +1,8 @@
 """AdminClient: a small synchronous JSON client of the admin HTTP API (mqttq.admin.server).
 
-Used by `mqttq tenant` and `mqttq credentials` when a broker is running. One method per
-route those commands call (health, tenants, credentials), returning the decoded JSON body
-(None for 204). A JSON error answer raises
+Used by `mqttq tenant`, `mqttq credentials` and `mqttq integration` when a broker is
+running. One method per route those commands call (health, tenants, credentials,
+integrations), returning the decoded JSON body (None for 204). A JSON error answer raises
 AdminApiError with its status, message and field; a broker that cannot be reached raises
 AdminUnreachable. Plain urllib: a CLI call makes a handful of requests, and importing no
 HTTP library keeps it quick to start.
@@ -25,6 +25,8 @@ __all__ = ["AdminApiError", "AdminClient", "AdminUnreachable", "admin_url"]
 JSON = dict[str, Any]
 
 API: Final = "/api/v1"
+TEST_TIMEOUT: Final = 60.0
+"""Seconds `test_integration` waits for the broker to try the sink."""
 
 
 def admin_url(host: str, port: int) -> str:
@@ -116,17 +118,70 @@ class AdminClient:
         """DELETE /api/v1/credentials/{username} (404 raises AdminApiError)."""
         self._call("DELETE", f"{API}/credentials/{_segment(username)}")
 
+    # integrations ------------------------------------------------------------------------
+    def list_integrations(self) -> list[JSON]:
+        """GET /api/v1/integrations: the status of every integration, by name."""
+        value = self._call("GET", f"{API}/integrations")
+        if not isinstance(value, list):
+            raise AdminApiError(200, f"GET {API}/integrations answered {value!r}, not an array")
+        return value
+
+    def get_integration(self, name: str) -> JSON:
+        """GET /api/v1/integrations/{name}: its status (404 raises AdminApiError)."""
+        return self._object("GET", f"{API}/integrations/{_segment(name)}")
+
+    def add_integration(self, table: Mapping[str, Any]) -> JSON:
+        """POST /api/v1/integrations with the integration's table: its status (400 names
+        the key at fault, 409 when the name is taken)."""
+        return self._object("POST", f"{API}/integrations", dict(table))
+
+    def update_integration(self, name: str, changes: Mapping[str, Any]) -> JSON:
+        """PUT /api/v1/integrations/{name} with the keys to replace ("***" keeps a
+        secret, null removes a key): its status."""
+        return self._object("PUT", f"{API}/integrations/{_segment(name)}", dict(changes))
+
+    def delete_integration(self, name: str) -> None:
+        """DELETE /api/v1/integrations/{name}: stopped, its backlog deleted."""
+        self._call("DELETE", f"{API}/integrations/{_segment(name)}")
+
+    def pause_integration(self, name: str) -> JSON:
+        """POST /api/v1/integrations/{name}/pause: its status."""
+        return self._object("POST", f"{API}/integrations/{_segment(name)}/pause")
+
+    def resume_integration(self, name: str) -> JSON:
+        """POST /api/v1/integrations/{name}/resume: its status."""
+        return self._object("POST", f"{API}/integrations/{_segment(name)}/resume")
+
+    def test_integration(self, name: str) -> JSON:
+        """POST /api/v1/integrations/{name}/test: {"answer": what the sink said}; a sink
+        that fails raises AdminApiError with status 502 and the sink's reason. Waits up
+        to TEST_TIMEOUT: the sink's own timeout decides how long the broker tries."""
+        path = f"{API}/integrations/{_segment(name)}/test"
+        return self._object("POST", path, timeout=max(self.timeout, TEST_TIMEOUT))
+
     # transport ---------------------------------------------------------------------------
     def _object(
-        self, method: str, path: str, body: JSON | None = None, *, authorize: bool = True
+        self,
+        method: str,
+        path: str,
+        body: JSON | None = None,
+        *,
+        authorize: bool = True,
+        timeout: float | None = None,
     ) -> JSON:
-        value = self._call(method, path, body, authorize=authorize)
+        value = self._call(method, path, body, authorize=authorize, timeout=timeout)
         if not isinstance(value, dict):
             raise AdminApiError(200, f"{method} {path} answered {value!r}, not a JSON object")
         return value
 
     def _call(
-        self, method: str, path: str, body: JSON | None = None, *, authorize: bool = True
+        self,
+        method: str,
+        path: str,
+        body: JSON | None = None,
+        *,
+        authorize: bool = True,
+        timeout: float | None = None,
     ) -> Any:
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.url + path, data=data, method=method)
@@ -136,7 +191,8 @@ class AdminClient:
         if data is not None:
             request.add_header("Content-Type", "application/json")
         try:
-            with self._opener.open(request, timeout=self.timeout) as response:
+            wait = self.timeout if timeout is None else timeout
+            with self._opener.open(request, timeout=wait) as response:
                 raw: bytes = response.read()
         except urllib.error.HTTPError as error:
             with error:

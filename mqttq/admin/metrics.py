@@ -4,14 +4,15 @@ scrape time.
 Each AdminServer has its own CollectorRegistry (never the process-wide default one: two
 brokers in one process, as in tests, must not mix their numbers) holding one collector
 that turns a MetricsSnapshot into metric families. Nothing is counted here; the broker
-keeps the numbers and the snapshot is taken once per scrape.
+keeps the numbers and the snapshot is taken once per scrape. Integrations are read from
+the broker's IntegrationManager (its statuses and latency histograms), when it has one.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
-from typing import Final
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4, generate_latest
 from prometheus_client.metrics_core import (
@@ -23,8 +24,12 @@ from prometheus_client.metrics_core import (
 from prometheus_client.registry import CollectorRegistry
 
 from mqttq.admin.backend import AdminBackend, HistogramSnapshot, MetricsSnapshot
+from mqttq.integrations.worker import LATENCY_BUCKETS_S
 
-__all__ = ["CONTENT_TYPE", "AdminMetrics", "BrokerCollector"]
+if TYPE_CHECKING:
+    from mqttq.integrations.manager import IntegrationManager
+
+__all__ = ["CONTENT_TYPE", "AdminMetrics", "BrokerCollector", "integration_families"]
 
 CONTENT_TYPE: Final = CONTENT_TYPE_PLAIN_0_0_4
 """The classic text format (version 0.0.4) that every Prometheus scrapes."""
@@ -115,12 +120,19 @@ _USAGE: Final = (
 
 
 class BrokerCollector:
-    """Yields the broker's metric families from one `backend.metrics()` call, plus the
-    admin API's own refusals per route read from `refused()`."""
+    """Yields the broker's metric families from one `backend.metrics()` call, the admin
+    API's own refusals per route read from `refused()`, and each integration's counters
+    and delivery latency from `integrations` (when given)."""
 
-    def __init__(self, backend: AdminBackend, refused: Callable[[], Mapping[str, int]]) -> None:
+    def __init__(
+        self,
+        backend: AdminBackend,
+        refused: Callable[[], Mapping[str, int]],
+        integrations: IntegrationManager | None = None,
+    ) -> None:
         self.backend = backend
         self.refused = refused
+        self.integrations = integrations
 
     def collect(self) -> Iterator[Metric]:
         """Every family, read now (missing snapshot keys are left out, unknown ignored)."""
@@ -150,14 +162,24 @@ class BrokerCollector:
         for route, count in sorted(self.refused().items()):
             refused.add_metric([route], count)
         yield refused
+        if self.integrations is not None:
+            manager = self.integrations
+            statuses = manager.statuses()
+            latency = {status["name"]: manager.latency(status["name"]) for status in statuses}
+            yield from integration_families(statuses, latency)
 
 
 class AdminMetrics:
     """A private registry with one BrokerCollector; `render()` is the /metrics body."""
 
-    def __init__(self, backend: AdminBackend, refused: Callable[[], Mapping[str, int]]) -> None:
+    def __init__(
+        self,
+        backend: AdminBackend,
+        refused: Callable[[], Mapping[str, int]],
+        integrations: IntegrationManager | None = None,
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
-        self.registry.register(BrokerCollector(backend, refused))
+        self.registry.register(BrokerCollector(backend, refused, integrations))
 
     def render(self) -> bytes:
         """The text exposition (format 0.0.4, see CONTENT_TYPE) of every family."""
@@ -241,3 +263,62 @@ def _latency(histograms: Mapping[str, HistogramSnapshot]) -> Metric:
 def _bound(bound: float) -> str:
     """A bucket's `le` label as Prometheus writes it."""
     return "+Inf" if math.isinf(bound) else repr(float(bound))
+
+
+# IntegrationManager.status key -> (metric name, help, is a counter).
+_INTEGRATION: Final = (
+    ("delivered", "mqttq_integration_delivered", "Deliveries the sink accepted.", True),
+    ("failed", "mqttq_integration_failed", "Batches the sink did not take (retried).", True),
+    ("retried", "mqttq_integration_retried", "Deliveries sent again after a failure.", True),
+    (
+        "dead_lettered",
+        "mqttq_integration_dead_lettered",
+        "Deliveries the sink refused for good, sent to the dead-letter place.",
+        True,
+    ),
+    ("lag", "mqttq_integration_lag", "Deliveries waiting in the integration's backlog.", False),
+)
+
+
+def integration_families(
+    statuses: Sequence[Mapping[str, Any]],
+    latency: Mapping[str, tuple[Sequence[int], float] | None],
+) -> Iterator[Metric]:
+    """The integration families, labelled `integration`: the counters and lag of each
+    status, `mqttq_integration_up` (1 while its state is running), and the delivery latency
+    histogram (`latency[name]`: per-bucket counts over LATENCY_BUCKETS_S plus one past the
+    last bound, and their sum; None for a bridge in, which delivers nothing)."""
+    for key, name, documentation, is_counter in _INTEGRATION:
+        family: Metric
+        if is_counter:
+            family = CounterMetricFamily(name, documentation, labels=["integration"])
+        else:
+            family = GaugeMetricFamily(name, documentation, labels=["integration"])
+        for status in statuses:
+            family.add_metric([status["name"]], int(status.get(key) or 0))
+        yield family
+    up = GaugeMetricFamily(
+        "mqttq_integration_up",
+        "1 while the integration's state is running, else 0 (paused, retrying, failed, ...).",
+        labels=["integration"],
+    )
+    for status in statuses:
+        up.add_metric([status["name"]], 1 if status.get("state") == "running" else 0)
+    yield up
+    histogram = HistogramMetricFamily(
+        "mqttq_integration_delivery_latency_seconds",
+        "From the broker accepting a message to its sink accepting it, per integration.",
+        labels=["integration"],
+    )
+    for name, observed in sorted(latency.items()):
+        if observed is None:
+            continue
+        counts, total = observed
+        buckets: list[tuple[str, float]] = []
+        cumulative = 0
+        for bound, count in zip(LATENCY_BUCKETS_S, counts, strict=False):
+            cumulative += count
+            buckets.append((_bound(bound), float(cumulative)))
+        buckets.append(("+Inf", float(sum(counts))))
+        histogram.add_metric([name], buckets, sum_value=total)
+    yield histogram

@@ -13,6 +13,7 @@ import copy
 from typing import Any, Final
 
 from mqttq import __version__
+from mqttq.admin.openapi_integrations import INTEGRATION_SCHEMAS
 from mqttq.admin.routes_tenants import TCP_RATE_FIELD
 from mqttq.admin.validation import (
     DEFAULT_LIMIT,
@@ -451,9 +452,13 @@ _RESPONSES: Final[JSON] = {
         },
     },
     "StoreUnavailable": _json(_ref("ServerError"), "The credential store cannot be used."),
+    "IntegrationsOff": _json(_ref("ServerError"), "The broker runs no integrations."),
+    "SinkFailed": _json(_ref("ServerError"), "The sink did not accept the sample: its reason."),
 }
 
 _API = "/api/v1"
+_INTEGRATION_NAME: Final = _path("name", "The integration's name.")
+_INTEGRATIONS_OFF: Final = {"503": {"$ref": "#/components/responses/IntegrationsOff"}}
 
 _PATHS: Final[JSON] = {
     "/health": {
@@ -658,6 +663,90 @@ _PATHS: Final[JSON] = {
             parameters=[_USERNAME],
         ),
     },
+    f"{_API}/integrations": {
+        "get": _operation(
+            "listIntegrations",
+            'Every integration (secrets as "***") with its state, counters and lag.',
+            {"200": _json(_ref("IntegrationList"), "Integrations, by name.")}
+            | _errors(400)
+            | _INTEGRATIONS_OFF,
+            tag="integrations",
+        ),
+        "post": _operation(
+            "addIntegration",
+            "Check, store and start an integration (400 names the key at fault).",
+            {"201": _json(_ref("Integration"), "The integration.")}
+            | _errors(400, 409)
+            | _INTEGRATIONS_OFF,
+            tag="integrations",
+            body=_ref("IntegrationTable"),
+        ),
+    },
+    f"{_API}/integrations/{{name}}": {
+        "get": _operation(
+            "getIntegration",
+            "One integration.",
+            {"200": _json(_ref("Integration"), "The integration.")}
+            | _errors(400, 404)
+            | _INTEGRATIONS_OFF,
+            tag="integrations",
+            parameters=[_INTEGRATION_NAME],
+        ),
+        "put": _operation(
+            "putIntegration",
+            "Replace some keys and restart the integration live; its backlog is kept.",
+            {"200": _json(_ref("Integration"), "The integration.")}
+            | _errors(400, 404)
+            | _INTEGRATIONS_OFF,
+            tag="integrations",
+            parameters=[_INTEGRATION_NAME],
+            body=_ref("IntegrationChange"),
+        ),
+        "delete": _operation(
+            "deleteIntegration",
+            "Stop the integration and delete it with its backlog.",
+            _NO_CONTENT | _errors(400, 404) | _INTEGRATIONS_OFF,
+            tag="integrations",
+            parameters=[_INTEGRATION_NAME],
+        ),
+    },
+    f"{_API}/integrations/{{name}}/pause": {
+        "post": _operation(
+            "pauseIntegration",
+            "Send nothing after the batch in progress; the backlog keeps filling.",
+            {"200": _json(_ref("Integration"), "The integration.")}
+            | _errors(400, 404)
+            | _INTEGRATIONS_OFF,
+            tag="integrations",
+            parameters=[_INTEGRATION_NAME],
+        )
+    },
+    f"{_API}/integrations/{{name}}/resume": {
+        "post": _operation(
+            "resumeIntegration",
+            "Deliver again, from the oldest message waiting.",
+            {"200": _json(_ref("Integration"), "The integration.")}
+            | _errors(400, 404)
+            | _INTEGRATIONS_OFF,
+            tag="integrations",
+            parameters=[_INTEGRATION_NAME],
+        )
+    },
+    f"{_API}/integrations/{{name}}/test": {
+        "post": _operation(
+            "testIntegration",
+            "Send one sample message through a fresh sink and answer what the sink said "
+            "(502: the sink failed, with its reason).",
+            {
+                "200": _json(_ref("IntegrationTestAnswer"), "The sink accepted the sample."),
+                "502": {"$ref": "#/components/responses/SinkFailed"},
+            }
+            | _errors(400, 404)
+            | _INTEGRATIONS_OFF,
+            tag="integrations",
+            parameters=[_INTEGRATION_NAME],
+        )
+    },
 }
 
 _DOCUMENT: Final[JSON] = {
@@ -666,7 +755,7 @@ _DOCUMENT: Final[JSON] = {
         "title": "mqttq admin API",
         "version": __version__,
         "description": "Health, metrics, sessions, retained messages, tenants and their "
-        "quotas, node limits and credentials of one mqttq broker. Errors are "
+        "quotas, node limits, credentials and integrations of one mqttq broker. Errors are "
         '{"error": ..., "field": ...}.',
     },
     "servers": [{"url": "/"}],
@@ -681,11 +770,12 @@ _DOCUMENT: Final[JSON] = {
             "tenants",
             "limits",
             "credentials",
+            "integrations",
         )
     ],
     "paths": _PATHS,
     "components": {
-        "schemas": _SCHEMAS,
+        "schemas": _SCHEMAS | INTEGRATION_SCHEMAS,
         "responses": _RESPONSES,
         "securitySchemes": {
             "bearerAuth": {

@@ -26,7 +26,7 @@ import asyncio
 import hmac
 import logging
 import math
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
@@ -35,10 +35,14 @@ from mqttq.admin.backend import AdminBackend, UnknownTenant
 from mqttq.admin.client import admin_url
 from mqttq.admin.metrics import AdminMetrics
 from mqttq.admin.routes import PUBLIC_PATHS, admin_routes
+from mqttq.admin.routes_integrations import integration_routes
 from mqttq.admin.validation import ApiError
 from mqttq.auth.ports import AuthStoreError, CredentialExists
 from mqttq.limits.bucket import TokenBucket
 from mqttq.limits.quota import QuotaError
+
+if TYPE_CHECKING:
+    from mqttq.integrations.manager import IntegrationManager
 
 __all__ = ["UNMATCHED_ROUTE", "AdminServer", "UriRateLimit"]
 
@@ -121,7 +125,9 @@ class UriRateLimit:
 class AdminServer:
     """The admin API of one broker, serving `backend` on host:port (port 0: a free one)
     once `start` returns, until `close`. Accepts `token` as bearer token; at most
-    `uri_rate` requests/s per route, a request waiting up to `rate_wait` seconds."""
+    `uri_rate` requests/s per route, a request waiting up to `rate_wait` seconds.
+    `integrations` serves /api/v1/integrations and their metrics (None: those routes
+    answer 503 and /metrics has no integration families)."""
 
     def __init__(
         self,
@@ -132,6 +138,7 @@ class AdminServer:
         token: str,
         uri_rate: float,
         rate_wait: float,
+        integrations: IntegrationManager | None = None,
     ) -> None:
         if not token:
             raise ValueError("the admin API needs a non-empty token")
@@ -139,9 +146,11 @@ class AdminServer:
         self.host = host
         self._requested_port = port
         self._token = _encode(token)
-        self._metrics = AdminMetrics(backend, lambda: self.rate_limit.refused)
+        self.integrations = integrations
+        self._metrics = AdminMetrics(backend, lambda: self.rate_limit.refused, integrations)
         self.app = web.Application(middlewares=[_errors, self._rate, self._authenticate])
         self.app.add_routes(admin_routes(backend, self._metrics.render))
+        self.app.add_routes(integration_routes(integrations))
         patterns = sorted({resource.canonical for resource in self.app.router.resources()})
         self.rate_limit = UriRateLimit(uri_rate, rate_wait, patterns)
         self._runner: web.AppRunner | None = None
