@@ -58,6 +58,7 @@ __all__ = [
     "configured_admin_url",
     "find_broker",
     "open_target",
+    "running_api",
 ]
 
 T = TypeVar("T")
@@ -157,6 +158,9 @@ class ApiTarget:
     """A running broker's admin API: every change is live. API errors become CliError
     (or CredentialExists for a 409 on add)."""
 
+    live = True
+    """Changes apply at once (`mqttq integration` says when a change waits for a start)."""
+
     def __init__(self, client: AdminClient, token_hint: str) -> None:
         self.client = client
         self.token_hint = token_hint
@@ -204,6 +208,51 @@ class ApiTarget:
             return True
 
         return self._optional(delete) is not None
+
+    # integrations (`mqttq integration`) ----------------------------------------------------
+    def list_integrations(self) -> list[JSON]:
+        return self._call(self.client.list_integrations)
+
+    def get_integration(self, name: str) -> JSON | None:
+        return self._optional(lambda: self.client.get_integration(name))
+
+    def add_integration(self, table: Mapping[str, Any]) -> JSON:
+        """The integration's status; CliError (exit 1) when the name is taken."""
+        try:
+            return self.client.add_integration(table)
+        except AdminApiError as exc:
+            if exc.status == 409:
+                raise CliError(f"{exc.message}; 'mqttq integration rm' it first") from None
+            raise self._explain(exc) from None
+        except AdminUnreachable as exc:
+            raise self._explain(exc) from None
+
+    def remove_integration(self, name: str) -> bool:
+        def delete() -> bool:
+            self.client.delete_integration(name)
+            return True
+
+        return self._optional(delete) is not None
+
+    def pause_integration(self, name: str, paused: bool) -> JSON | None:
+        if paused:
+            return self._optional(lambda: self.client.pause_integration(name))
+        return self._optional(lambda: self.client.resume_integration(name))
+
+    def test_integration(self, name: str) -> str | None:
+        """What the sink answered; None when there is no such integration; CliError
+        (exit 1) with the sink's reason when it failed."""
+        try:
+            answer = self.client.test_integration(name)
+        except AdminApiError as exc:
+            if exc.status == 404:
+                return None
+            if exc.status == 502:
+                raise CliError(f"integration {name!r} test failed: {exc.message}") from None
+            raise self._explain(exc) from None
+        except AdminUnreachable as exc:
+            raise self._explain(exc) from None
+        return str(answer.get("answer", ""))
 
     def _optional(self, call: Callable[[], T]) -> T | None:
         try:
@@ -502,14 +551,12 @@ def _same_dir(a: Path, b: Path) -> bool:
         return False
 
 
-@contextlib.contextmanager
-def open_target(
-    settings: Settings, admin_url: str | None, token: str | None, *, creates: bool = True
-) -> Iterator[AdminTarget]:
-    """The target a command goes to (see the module docstring), open for the block. With
-    `creates` false (commands that read, or change only what exists) a missing SQLite
-    credential database is not created: the command sees an empty one."""
-    token_hint = str(settings.storage.data_dir / TOKEN_FILE)
+def running_api(
+    settings: Settings, admin_url: str | None, token: str | None
+) -> tuple[ApiTarget | None, str]:
+    """The admin API a command goes to: `admin_url` when given, else the running broker
+    `find_broker` finds, with its token; (None, what was looked at) when no broker runs.
+    CliError when a broker is there but no token can be found."""
     if admin_url:
         found_token = _token(token, settings, settings.storage.data_dir)
         if found_token is None:
@@ -517,20 +564,33 @@ def open_target(
                 f"no admin API token: pass --token ({ADMIN_TOKEN_ENV}) or set admin.token",
                 EXIT_CONFIG,
             )
-        yield ApiTarget(AdminClient(admin_url, found_token), token_hint)
-        return
+        token_hint = str(settings.storage.data_dir / TOKEN_FILE)
+        return ApiTarget(AdminClient(admin_url, found_token), token_hint), ""
     broker, looked = find_broker(settings)
-    if broker is not None:
-        token_dir = broker.data_dir or settings.storage.data_dir
-        found_token = _token(token, settings, token_dir)
-        if found_token is None:
-            raise CliError(
-                f"a broker is running (admin API at {broker.url}, {broker.how}) but "
-                f"{token_dir / TOKEN_FILE} cannot be read; pass --token ({ADMIN_TOKEN_ENV})"
-            )
-        target = ApiTarget(AdminClient(broker.url, found_token), str(token_dir / TOKEN_FILE))
-        target.description = f"via admin API at {broker.url} ({broker.how})"
-        yield target
+    if broker is None:
+        return None, looked
+    token_dir = broker.data_dir or settings.storage.data_dir
+    found_token = _token(token, settings, token_dir)
+    if found_token is None:
+        raise CliError(
+            f"a broker is running (admin API at {broker.url}, {broker.how}) but "
+            f"{token_dir / TOKEN_FILE} cannot be read; pass --token ({ADMIN_TOKEN_ENV})"
+        )
+    target = ApiTarget(AdminClient(broker.url, found_token), str(token_dir / TOKEN_FILE))
+    target.description = f"via admin API at {broker.url} ({broker.how})"
+    return target, ""
+
+
+@contextlib.contextmanager
+def open_target(
+    settings: Settings, admin_url: str | None, token: str | None, *, creates: bool = True
+) -> Iterator[AdminTarget]:
+    """The target a command goes to (see the module docstring), open for the block. With
+    `creates` false (commands that read, or change only what exists) a missing SQLite
+    credential database is not created: the command sees an empty one."""
+    api, looked = running_api(settings, admin_url, token)
+    if api is not None:
+        yield api
         return
     if settings.auth.store == "postgres":
         where = f"PostgreSQL at {_redacted(settings.postgres.url)}"
