@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -276,6 +277,78 @@ class IntegrationManager:
             with contextlib.suppress(SinkError):
                 await sink.close()
 
+    # ------------------------------------------------------------------ changes elsewhere
+
+    async def sync(self, name: str) -> None:
+        """Make integration `name` here what the store says it is, whoever changed it
+        (another node, the CLI on the same file): created -> started; changed -> restarted
+        with its backlog kept; deleted -> stopped and its backlog forgotten; only the paused
+        flag changed -> paused or resumed. Nothing happens when it matches already. A
+        stored table that no longer parses is logged and the running one kept."""
+        async with self._lock:
+            stored = {item.name: item for item in await self.store.load()}
+            await self._sync_one(name, stored.get(name))
+
+    async def sync_all(self) -> None:
+        """`sync` every integration stored or running (after a feed missed changes)."""
+        async with self._lock:
+            stored = {item.name: item for item in await self.store.load()}
+            for name in sorted(stored.keys() | self._running.keys()):
+                await self._sync_one(name, stored.get(name))
+
+    async def follow(self, changes: AsyncIterator[str]) -> None:
+        """Apply every change a store's feed (`store.watch()`) reports, until cancelled
+        (then the feed is closed). A failure to read the store is logged, and the next
+        change is applied as usual."""
+        from mqttq.integrations.stores import RESYNC, IntegrationStoreError  # noqa: PLC0415
+
+        try:
+            async for name in changes:
+                try:
+                    if name == RESYNC:
+                        await self.sync_all()
+                    else:
+                        await self.sync(name)
+                except IntegrationStoreError as exc:
+                    log.error("integrations: cannot follow a change of %s: %s", name, exc)
+        finally:
+            if isinstance(changes, AsyncGenerator):
+                await changes.aclose()
+
+    async def _sync_one(self, name: str, item: StoredIntegration | None) -> None:
+        running = self._running.get(name)
+        if item is None:
+            if running is not None:
+                await self._halt(running, forget=True)
+                del self._running[name]
+            return
+        if running is not None and _same_table(running.stored.table, item.table):
+            running.stored.origin = item.origin
+            running.stored.updated_at = item.updated_at
+            if running.stored.paused != item.paused:
+                await self._apply_paused(running, item.paused)
+            return
+        try:
+            spec = parse_integration(item.table, f"integration {name!r}")
+        except ConfigError as exc:
+            log.error("integration %s: stored spec is not valid, not applied: %s", name, exc)
+            return
+        if running is not None:
+            await self._halt(running, forget=False)
+        await self._launch(spec, item)
+
+    async def _apply_paused(self, running: _Running, paused: bool) -> None:
+        running.stored.paused = paused
+        if running.worker is not None:
+            if paused:
+                running.worker.pause()
+            else:
+                running.worker.resume()
+        elif paused:
+            await self._halt(running, forget=False)
+        else:
+            await self._launch(running.spec, running.stored)
+
     # ------------------------------------------------------------------ internals
 
     def _get(self, name: str) -> _Running:
@@ -336,3 +409,11 @@ class IntegrationManager:
             await asyncio.gather(task, return_exceptions=True)
         if running.worker is not None or forget:
             await self.runtime.detach(running.spec, forget=forget)
+
+
+def _same_table(left: Mapping[str, Any], right: Mapping[str, Any]) -> bool:
+    """The two tables are the same once stored (a stored table is JSON: key order and
+    tuples versus lists do not count)."""
+    return json.dumps(left, sort_keys=True, default=str) == json.dumps(
+        right, sort_keys=True, default=str
+    )
