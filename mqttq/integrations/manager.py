@@ -22,7 +22,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from mqttq.errors import ConfigError
+from mqttq.errors import ConfigError, MqttqError
 from mqttq.integrations.record import Delivery
 from mqttq.integrations.sink import SinkError
 from mqttq.integrations.spec import SINK_TYPES, IntegrationSpec, parse_integration
@@ -298,9 +298,10 @@ class IntegrationManager:
 
     async def follow(self, changes: AsyncIterator[str]) -> None:
         """Apply every change a store's feed (`store.watch()`) reports, until cancelled
-        (then the feed is closed). A failure to read the store is logged, and the next
-        change is applied as usual."""
-        from mqttq.integrations.stores import RESYNC, IntegrationStoreError  # noqa: PLC0415
+        or the feed ends (then the feed is closed). Call it after `start`. A change that
+        cannot be applied (the store cannot be read, the broker refuses to attach) is
+        logged, and the next one is applied as usual."""
+        from mqttq.integrations.stores import RESYNC  # noqa: PLC0415
 
         try:
             async for name in changes:
@@ -309,8 +310,8 @@ class IntegrationManager:
                         await self.sync_all()
                     else:
                         await self.sync(name)
-                except IntegrationStoreError as exc:
-                    log.error("integrations: cannot follow a change of %s: %s", name, exc)
+                except MqttqError as exc:
+                    log.error("integrations: cannot apply a change of %s: %s", name, exc)
         finally:
             if isinstance(changes, AsyncGenerator):
                 await changes.aclose()

@@ -453,3 +453,36 @@ def test_two_nodes_on_one_postgres_follow_each_others_changes(postgres_url: str)
             await store_b.close()
 
     asyncio.run(scenario())
+
+
+def test_follow_logs_a_change_it_cannot_apply_and_applies_the_next(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def scenario() -> None:
+        runtime = Runtime()
+        path = tmp_path / "auth.db"
+        store = SqliteIntegrationStore(path)
+        await store.open()
+        async with Receiver() as receiver, sqlite_store(path) as cli:
+            manager = IntegrationManager(store, runtime)
+            await manager.start()
+
+            async def feed() -> AsyncIterator[str]:
+                await cli.save(StoredIntegration("hook", hook(receiver)))
+                await store.close()  # the store cannot be read for this change
+                yield "hook"
+                await store.open()
+                yield "hook"
+
+            await manager.follow(feed())  # returns when the feed ends
+            try:
+                assert manager.names() == ["hook"]
+                runtime.backlogs["hook"].add(message(1))
+                await wait_until(lambda: numbers(receiver) == [1])
+            finally:
+                await manager.stop()
+                await store.close()
+
+    asyncio.run(scenario())
+    assert "cannot apply a change of hook" in caplog.text
+    assert "is not open" in caplog.text
