@@ -364,21 +364,15 @@ class IntegrationManager:
             running.stored.paused = paused
             running.stored.updated_at = time.time()
             await self.store.save(running.stored)
-            if running.worker is not None:
-                if paused:
-                    running.worker.pause()
-                else:
-                    running.worker.resume()
-            elif paused:
-                await self._halt(running, forget=False)
-            else:
-                await self._launch(running.spec, running.stored)
+            await self._apply_paused(running, paused)
         return self.status(name)
 
     async def _launch(self, spec: IntegrationSpec, item: StoredIntegration) -> None:
+        """Start `spec` and list it as running; if its backlog cannot be attached the error
+        propagates and nothing is listed."""
         running = _Running(spec, item)
-        self._running[spec.name] = running
         if not spec.enabled:
+            self._running[spec.name] = running
             return
         if spec.direction == "in":
             from mqttq.integrations.bridge.source import BridgeSource  # noqa: PLC0415
@@ -390,6 +384,7 @@ class IntegrationManager:
                 running.task = asyncio.create_task(
                     running.source.run(), name=f"integration {spec.name}"
                 )
+            self._running[spec.name] = running
             return
         running.backlog = await self.runtime.attach(spec)
         sink = SINK_TYPES[spec.type].make_sink(spec.settings, spec.name)
@@ -399,6 +394,7 @@ class IntegrationManager:
         if item.paused:
             running.worker.pause()
         running.task = asyncio.create_task(running.worker.run(), name=f"integration {spec.name}")
+        self._running[spec.name] = running
 
     async def _halt(self, running: _Running, *, forget: bool) -> None:
         if running.source is not None:

@@ -73,9 +73,15 @@ class MemoryRuntime:
         return self.backlogs.setdefault(spec.name, MemoryBacklog())
 
     async def detach(self, spec: IntegrationSpec, *, forget: bool) -> None:
+        """Stop feeding; what the worker took and did not settle goes back to the front
+        (a broker sends a persistent session's unacknowledged messages again)."""
         self.attached.discard(spec.name)
+        backlog = self.backlogs.get(spec.name)
         if forget:
             self.backlogs.pop(spec.name, None)
+        elif backlog is not None:
+            backlog.waiting.extendleft(reversed(backlog.taken))
+            backlog.taken.clear()
 
     async def republish(self, delivery: Delivery) -> None:
         self.republished.append(delivery)

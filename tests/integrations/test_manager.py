@@ -23,27 +23,11 @@ from mqttq.integrations.manager import (
 )
 from mqttq.integrations.memory import MemoryRuntime
 from mqttq.integrations.record import Delivery
-from mqttq.integrations.spec import IntegrationSpec
 from mqttq.integrations.stores.postgres import PostgresIntegrationStore
 from mqttq.integrations.stores.sqlite import SqliteIntegrationStore
 from tests.integrations.http_receivers import Receiver
 
 SECRET = "s3cr3t-token"
-
-
-class Runtime(MemoryRuntime):
-    """MemoryRuntime that, as the broker does, gives back on detach what a worker took and
-    did not settle (a persistent session sends its unacknowledged messages again), so that
-    a restarted integration delivers the batch its old worker held.
-
-    MemoryRuntime.detach itself should do this (asked of the lead), then this goes."""
-
-    async def detach(self, spec: IntegrationSpec, *, forget: bool) -> None:
-        backlog = self.backlogs.get(spec.name)
-        if backlog is not None and not forget:
-            backlog.waiting.extendleft(reversed(backlog.taken))
-            backlog.taken.clear()
-        await super().detach(spec, forget=forget)
 
 
 @pytest.fixture(autouse=True)
@@ -128,7 +112,7 @@ def test_create_delivers_what_enters_its_backlog_with_the_secret_expanded(
     tmp_path: Path,
 ) -> None:
     async def scenario() -> None:
-        runtime = Runtime()
+        runtime = MemoryRuntime()
         async with (
             Receiver() as receiver,
             sqlite_store(tmp_path / "auth.db") as store,
@@ -156,7 +140,7 @@ def test_update_keeps_the_backlog_and_a_masked_secret_keeps_its_stored_value(
     tmp_path: Path,
 ) -> None:
     async def scenario() -> None:
-        runtime = Runtime()
+        runtime = MemoryRuntime()
         async with (
             Receiver() as receiver,
             sqlite_store(tmp_path / "auth.db") as store,
@@ -194,7 +178,7 @@ def test_update_keeps_the_backlog_and_a_masked_secret_keeps_its_stored_value(
 
 def test_pause_holds_deliveries_in_the_backlog_and_resume_sends_them(tmp_path: Path) -> None:
     async def scenario() -> None:
-        runtime = Runtime()
+        runtime = MemoryRuntime()
         async with (
             Receiver() as receiver,
             sqlite_store(tmp_path / "auth.db") as store,
@@ -221,7 +205,7 @@ def test_pause_holds_deliveries_in_the_backlog_and_resume_sends_them(tmp_path: P
 
 def test_remove_stops_it_and_forgets_its_backlog(tmp_path: Path) -> None:
     async def scenario() -> None:
-        runtime = Runtime()
+        runtime = MemoryRuntime()
         async with (
             Receiver() as receiver,
             sqlite_store(tmp_path / "auth.db") as store,
@@ -249,7 +233,7 @@ def test_remove_stops_it_and_forgets_its_backlog(tmp_path: Path) -> None:
 
 def test_a_bad_table_is_refused_by_key_and_the_others_keep_running(tmp_path: Path) -> None:
     async def scenario() -> None:
-        runtime = Runtime()
+        runtime = MemoryRuntime()
         async with (
             Receiver() as receiver,
             sqlite_store(tmp_path / "auth.db") as store,
@@ -279,7 +263,7 @@ def test_a_new_manager_on_the_same_store_brings_them_back_with_paused_state(
     tmp_path: Path,
 ) -> None:
     async def scenario() -> None:
-        runtime = Runtime()  # the broker's stored backlogs outlive a manager
+        runtime = MemoryRuntime()  # the broker's stored backlogs outlive a manager
         async with Receiver() as receiver:
             async with (
                 sqlite_store(tmp_path / "auth.db") as store,
@@ -306,7 +290,7 @@ def test_a_new_manager_on_the_same_store_brings_them_back_with_paused_state(
 
 def test_config_tables_replace_stored_ones_of_the_same_name(tmp_path: Path) -> None:
     async def scenario() -> None:
-        runtime = Runtime()
+        runtime = MemoryRuntime()
         async with Receiver() as receiver:
             async with sqlite_store(tmp_path / "auth.db") as store:
                 await store.save(StoredIntegration("hook", hook(receiver), paused=True))
@@ -337,7 +321,7 @@ def test_the_cli_writing_the_file_while_the_broker_runs_is_followed(tmp_path: Pa
     --data-dir` is) creates, pauses, changes and deletes; the running manager follows."""
 
     async def scenario() -> None:
-        runtime = Runtime()
+        runtime = MemoryRuntime()
         path = tmp_path / "auth.db"
         async with (
             Receiver() as receiver,
@@ -368,7 +352,7 @@ def test_the_cli_writing_the_file_while_the_broker_runs_is_followed(tmp_path: Pa
 
 def test_a_stored_table_that_no_longer_parses_leaves_the_running_one(tmp_path: Path) -> None:
     async def scenario() -> None:
-        runtime = Runtime()
+        runtime = MemoryRuntime()
         path = tmp_path / "auth.db"
         async with (
             Receiver() as receiver,
@@ -391,7 +375,7 @@ def test_a_stored_table_that_no_longer_parses_leaves_the_running_one(tmp_path: P
 
 def test_sync_of_an_unchanged_integration_changes_nothing(tmp_path: Path) -> None:
     async def scenario() -> None:
-        runtime = Runtime()
+        runtime = MemoryRuntime()
         async with (
             Receiver() as receiver,
             sqlite_store(tmp_path / "auth.db") as store,
@@ -412,7 +396,7 @@ def test_sync_of_an_unchanged_integration_changes_nothing(tmp_path: Path) -> Non
 
 def test_two_nodes_on_one_postgres_follow_each_others_changes(postgres_url: str) -> None:
     async def scenario() -> None:
-        runtime_a, runtime_b = Runtime(), Runtime()
+        runtime_a, runtime_b = MemoryRuntime(), MemoryRuntime()
         store_a = PostgresIntegrationStore(postgres_url)
         store_b = PostgresIntegrationStore(postgres_url)
         await store_a.open()
@@ -459,7 +443,7 @@ def test_follow_logs_a_change_it_cannot_apply_and_applies_the_next(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     async def scenario() -> None:
-        runtime = Runtime()
+        runtime = MemoryRuntime()
         path = tmp_path / "auth.db"
         store = SqliteIntegrationStore(path)
         await store.open()
