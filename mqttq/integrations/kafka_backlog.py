@@ -23,16 +23,20 @@ what is published from now on, not the whole history). The first `open` of the g
 commits the log's end offsets before joining, so a group that has not received anything yet
 still starts where it was created, not where it was when its first node came back. A group
 with committed offsets continues from them; a partition it has none for (one added to the
-topic later, or offsets Kafka expired after `offsets.retention.minutes` without a member)
-starts at its earliest record, so nothing is skipped there.
+topic later, or one whose offset is past the log's retention) starts at its earliest record,
+so nothing is skipped there. A group Kafka forgot (no member for `offsets.retention.minutes`,
+7 days by default) is new again. Records appended while the group's very first nodes start
+together may be skipped (each fixes the start at the end it sees, until one has joined).
 
 `Delivery.seq` is derived from the record's partition and offset (`record_seq`), so a record
 read again carries the same one.
 
 Memory is bounded by the integration's `max_in_flight`: records are read only while fewer
-than that many deliveries are held (read and not settled), and the partitions are paused
-while they are. librdkafka runs on the consumer's own thread (mqttq.storage.kafka.client):
-nothing here blocks the event loop.
+than that many deliveries are held (read and not settled); when that many stay held for
+PAUSE_AFTER (a slow or stopped sink), the partitions are paused, which also drops what
+librdkafka had fetched ahead (its queue is bounded by FETCH_QUEUE_KBYTES anyway).
+librdkafka runs on the consumer's own thread (mqttq.storage.kafka.client): nothing here
+blocks the event loop.
 """
 
 from __future__ import annotations
@@ -76,6 +80,8 @@ SESSION_TIMEOUT_MS: Final = 6_000
 """A node gone for this long loses its partitions to the other nodes of the group."""
 FETCH_QUEUE_KBYTES: Final = 4_096
 """librdkafka's prefetch queue per consumer (its default, 64 MB, is per integration here)."""
+PAUSE_AFTER: Final = 1.0
+"""Seconds full (max_in_flight held) before the partitions are paused."""
 FAILED_WAIT: Final = 1.0
 """Seconds before a consumer that failed for good is replaced."""
 
@@ -140,7 +146,11 @@ class KafkaBacklog:
         self._committed: Offsets = {}
         self._revoked: list[set[TopicPartition]] = []
         """Appended on the consumer's thread by a rebalance, handled on the event loop."""
+        self._pausing = False
+        """Full for PAUSE_AFTER: the partitions are paused until half the room is back."""
         self._paused: frozenset[TopicPartition] = frozenset()
+        """The partitions paused (empty after a rebalance: pause them again)."""
+        self._room = asyncio.Event()
         self._arrived = asyncio.Event()
         self._wake_commit = asyncio.Event()
         self._lag = 0
@@ -150,6 +160,7 @@ class KafkaBacklog:
             "undecodable": 0,
             "dropped_on_rebalance": 0,
             "consumer_restarts": 0,
+            "pauses": 0,
         }
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -283,6 +294,7 @@ class KafkaBacklog:
         if touched:
             self._update_safe(touched)
             self._wake_commit.set()
+            self._room.set()
 
     def lag(self) -> int:
         """Records of the assigned partitions not yet read (measured every LAG_INTERVAL;
@@ -299,7 +311,8 @@ class KafkaBacklog:
     def statistics(self) -> dict[str, int]:
         """`held` (read, not settled), `skipped` (records for other integrations),
         `expired`, `undecodable`, `dropped_on_rebalance` (taken back by a rebalance: read
-        again by the next owner), `consumer_restarts`, `commit_failures`."""
+        again by the next owner), `consumer_restarts`, `pauses` (times it was full long
+        enough to pause reading), `commit_failures`."""
         consumer = self._consumer
         failures = consumer.statistics()["commit_failures"] if consumer is not None else 0
         return {"held": len(self._held), **self._stats, "commit_failures": failures}
@@ -311,15 +324,8 @@ class KafkaBacklog:
             while True:
                 consumer = self._consumer
                 assert consumer is not None
-                room = self.max_in_flight - len(self._held)
                 try:
-                    if room <= 0:
-                        await self._pause(consumer)
-                    elif self._paused:
-                        await self._resume(consumer)
-                    # Polled even when full: a rebalance is served only by a poll, and a
-                    # member that stops polling stalls the whole group's rebalance.
-                    records = await consumer.poll_batch(max(1, room), READ_WAIT)
+                    records = await self._read_some(consumer)
                 except KafkaClientError as exc:
                     await self._replace_consumer(consumer, exc)
                     continue
@@ -335,17 +341,39 @@ class KafkaBacklog:
             log.exception("integration %s: reading the log failed", self.spec.name)
             raise
 
+    async def _read_some(self, consumer: KafkaConsumer) -> list[Record]:
+        """The next records, as many as there is room for. When full for PAUSE_AFTER (the
+        sink is slow or down), the partitions are paused, and polled all the same (a
+        rebalance is served only by a poll: a member that stops polling stalls the whole
+        group's rebalance) until half the room is back. librdkafka drops what it had
+        fetched of a paused partition, and a resume costs it most of a second: hence the
+        wait before pausing, and the half."""
+        held = len(self._held)
+        if self._pausing:
+            if held > self.max_in_flight // 2:
+                await self._pause(consumer)
+                return await consumer.poll_batch(1, READ_WAIT)
+            await consumer.resume(await consumer.assignment())
+            self._pausing = False
+            self._paused = frozenset()
+        elif held >= self.max_in_flight:
+            self._room.clear()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(PAUSE_AFTER):
+                    await self._room.wait()
+            if len(self._held) >= self.max_in_flight:
+                self._pausing = True
+                self._stats["pauses"] += 1
+                await self._pause(consumer)
+            return []
+        return await consumer.poll_batch(self.max_in_flight - held, READ_WAIT)
+
     async def _pause(self, consumer: KafkaConsumer) -> None:
-        # Paused partitions fetch nothing more; a rebalance resumes them, so pause again
-        # whenever the assignment is not the one paused.
+        # Pause again whenever the assignment is not the one paused (a rebalance).
         parts = frozenset(await consumer.assignment())
         if parts != self._paused:
             await consumer.pause(parts)
             self._paused = parts
-
-    async def _resume(self, consumer: KafkaConsumer) -> None:
-        await consumer.resume(await consumer.assignment())
-        self._paused = frozenset()
 
     async def _replace_consumer(self, consumer: KafkaConsumer, exc: KafkaClientError) -> None:
         # Fatal for this consumer: a new one starts over from the committed offsets, so
@@ -356,6 +384,8 @@ class KafkaBacklog:
         with contextlib.suppress(KafkaClientError):
             await consumer.close()
         await asyncio.sleep(FAILED_WAIT)
+        self._pausing = False
+        self._paused = frozenset()
         self._consumer = self._new_consumer()
 
     def _on_revoke(self, partitions: set[TopicPartition]) -> Offsets:
@@ -375,19 +405,21 @@ class KafkaBacklog:
         self._paused = frozenset()
         # Records of this poll from a partition now owned by another node are theirs.
         owned = set(await consumer.assignment())
+        if not self._pausing and owned:  # a partition paused once may come back paused
+            await consumer.resume(owned)
         return [r for r in records if TopicPartition(r.topic, r.partition) in owned]
 
     def _drop(self, partitions: set[TopicPartition]) -> None:
         dropped = 0
         for part in partitions:
             for seq in self._unsettled.pop(part, {}):
-                del self._held[seq]
-                dropped += 1
+                dropped += self._held.pop(seq, None) is not None
             self._read_upto.pop(part, None)
             self._committed.pop(part, None)
         self._ready = deque(d for d in self._ready if d.seq in self._held)
         self._safe = {p: o for p, o in self._safe.items() if p not in partitions}
         self._stats["dropped_on_rebalance"] += dropped
+        self._room.set()
 
     def _add(self, records: list[Record]) -> None:
         now = self._clock()

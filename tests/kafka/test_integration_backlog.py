@@ -402,3 +402,59 @@ def test_worker_delivers_from_kafka_into_a_real_http_receiver(
         assert (worker.stats.dead_lettered, worker.stats.failed) == (0, 0)
 
     asyncio.run(scenario())
+
+
+def test_a_stuck_sink_pauses_reading_and_a_new_node_still_joins(
+    kafka: KafkaServer, kafka_prefix: str
+) -> None:
+    """Node one takes max_in_flight deliveries and settles none (its sink is stuck): it
+    pauses reading, yet keeps serving the group, so node two joins and gets partitions;
+    once one settles, it reads on. Together they deliver every record, in order per
+    publisher on each node."""
+    spec = spec_for(batch_size=5, max_in_flight=5)
+    publishers = [f"pub-{n}" for n in range(6)]
+
+    async def scenario() -> None:
+        async with (
+            message_log(kafka, kafka_prefix) as log,
+            backlog_of(kafka, kafka_prefix, spec) as one,
+        ):
+            await append(log, round_robin(publishers, 10))
+            async with asyncio.timeout(DEADLINE):
+                stuck = await take_until(one, 5, batch=5, settle=False)
+                while one.statistics()["pauses"] == 0:
+                    await asyncio.sleep(0.05)
+            assert one.statistics()["held"] == 5
+            async with backlog_of(kafka, kafka_prefix, spec) as two:
+                async with asyncio.timeout(DEADLINE):
+                    await wait_assigned(one, two)
+                await one.settle(stuck)  # ignored for what the rebalance took back
+                seen: list[list[Delivery]] = [list(stuck), []]
+
+                async def drain(backlog: KafkaBacklog, into: list[Delivery]) -> None:
+                    while True:
+                        batch = await backlog.take(5, 0.01)
+                        into += batch
+                        await backlog.settle(batch)
+
+                pairs = ((one, seen[0]), (two, seen[1]))
+                tasks = [asyncio.create_task(drain(b, s)) for b, s in pairs]
+                try:
+                    async with asyncio.timeout(DEADLINE):
+                        while len({d.seq for d in seen[0] + seen[1]}) < 10 * len(publishers):
+                            await asyncio.sleep(0.05)
+                finally:
+                    for task in tasks:
+                        task.cancel()
+                    await asyncio.gather(*tasks, return_exceptions=True)
+            together = by_publisher(list({d.seq: d for d in seen[0] + seen[1]}.values()))
+            assert {p: sorted(ns) for p, ns in together.items()} == {
+                p: list(range(10)) for p in publishers
+            }
+            for node in seen:
+                for publisher, ns in by_publisher(node).items():
+                    # In order, once its own redelivery (after the rebalance) is left out.
+                    firsts = list(dict.fromkeys(ns))
+                    assert firsts == sorted(firsts), publisher
+
+    asyncio.run(scenario())
