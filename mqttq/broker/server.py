@@ -148,6 +148,7 @@ class Broker:
             self.hub.log = self.log
             self._log_router = LogRouter(self.hub, self.log)
             self._log_router.start()
+        self.hub.choose_intake()  # the log and the inbox are settled: one intake from now on
         listener = self.settings.listener
         self._endpoints = await open_endpoints(
             loop,

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
-from mqttq.broker.delivery.hub import Fanout
+from mqttq.broker.delivery.intake import ack
 from mqttq.codec.packets import (
     ConnectPacket,
     DisconnectPacket,
@@ -29,26 +29,17 @@ from mqttq.codec.packets import (
     UnsubackPacket,
     UnsubscribePacket,
 )
-from mqttq.codec.properties import Properties
 from mqttq.limits.limiter import Refused
 from mqttq.reasons import ReasonCode
 from mqttq.routing.topics import validate_topic_name
 
 if TYPE_CHECKING:
     from mqttq.broker.connection.client import Client
-    from mqttq.broker.delivery.hub import Hub
     from mqttq.broker.sessions.session import Session
 
 __all__ = ["HANDLERS"]
 
 logger = logging.getLogger("mqttq.broker.dispatch")
-
-_ACK_REASON_STRINGS: Final = {
-    ReasonCode.UNSPECIFIED_ERROR: "the message could not be stored",
-    ReasonCode.QUOTA_EXCEEDED: "quota exceeded",
-    ReasonCode.NOT_AUTHORIZED: "not authorized to publish to this topic",
-}
-"""Reason Strings on error PUBACK / PUBREC (dropped when the client asked for none)."""
 
 
 def _session(client: Client) -> Session:
@@ -113,121 +104,21 @@ def on_pubrel(client: Client, packet: PubrelPacket) -> None:
 
 
 def _refuse_publish(client: Client, packet: PublishPacket, reason: ReasonCode) -> None:
-    """A PUBLISH the broker will not route: counted as dropped, and answered as `_ack`
+    """A PUBLISH the broker will not route: counted as dropped, and answered as `intake.ack`
     answers `reason` (QoS 0 gets no answer)."""
     if reason == ReasonCode.NOT_AUTHORIZED:  # 3.x has no other trace of it than this line
         logger.info("client %r: PUBLISH to %r not authorized", client.client_id, packet.topic)
     client.life.hub.stats.dropped[packet.qos] += 1
-    _ack(client, packet.qos, packet.packet_id, reason)
+    ack(client, packet.qos, packet.packet_id, reason)
 
 
 def _route(client: Client, packet: PublishPacket) -> None:
+    """Hand the message to the broker's one intake (chosen at start: direct, the publish
+    inbox or the message log), which routes it and answers QoS 1/2 in arrival order."""
     hub = client.life.hub
-    message = hub.message_from(packet, client.client_id)
-    steps = client.steps
-    session = client.session
-    assert session is not None
-    if hub.log is not None:
-        _append(client, packet, hub.append_to_log(session.space.name, message))
-        return
-    space = session.space
-    inbox = hub.inbox
-    if inbox is not None and inbox.engaged and inbox.takes(space.name, message):
-        held = inbox.publish(space, message)
-        if held is not None:
-            steps.add(held, partial(_accepted, client, packet.qos, packet.packet_id))
-            client.pause_reading_if_behind()
-        return
-    fan = hub.publish(space, message, deliver_now=not steps)
-    if inbox is not None:
-        stored = isinstance(fan, Fanout) and fan.enqueue is not None
-        if stored or inbox.engaged:
-            inbox.learn(space.name, message, stored)
-    qos = packet.qos
-    if not isinstance(fan, Fanout):  # delivered already: `fan` is the reason code
-        if not qos:
-            return
-        if steps:  # the answer still waits for the earlier ones
-            steps.add(None, partial(_acknowledge, client, qos, packet.packet_id, fan))
-        else:
-            _ack(client, qos, packet.packet_id, fan)
-        return
-    future = fan.future()
-    if future is None and not steps:
-        if qos:  # QoS 0 with nothing stored is already delivered: nothing to answer
-            _ack(client, qos, packet.packet_id, hub.complete(fan))
-        return
-    steps.add(future, partial(_publish_done, client, fan, qos, packet.packet_id))
-    client.pause_reading_if_behind()
-
-
-def _append(client: Client, packet: PublishPacket, future: asyncio.Future[Any]) -> None:
-    """Distributed mode: the PUBLISH is routed once read back from the message log; its
-    PUBACK / PUBREC goes out (in arrival order) once the log confirmed it, and a refusal
-    (0x80, or a disconnect at 3.x) when the log did not."""
-    qos = packet.qos
-    if not qos:
-        return
-    client.steps.add(future, partial(_accepted, client, qos, packet.packet_id))
-    client.pause_reading_if_behind()
-
-
-def _accepted(
-    client: Client, qos: int, packet_id: int | None, future: asyncio.Future[Any] | None
-) -> None:
-    """The answer to a PUBLISH appended to the message log or taken by the publish inbox:
-    success once the log or the inbox row has it, 0x80 (or a disconnect at 3.x) when that
-    failed, or the reason code of a held retained message's routing."""
-    assert future is not None
-    if future.cancelled() or future.exception() is not None:
-        _ack(client, qos, packet_id, ReasonCode.UNSPECIFIED_ERROR)
-        return
-    result = future.result()
-    _ack(client, qos, packet_id, result if isinstance(result, ReasonCode) else ReasonCode.SUCCESS)
-
-
-def _acknowledge(
-    client: Client,
-    qos: int,
-    packet_id: int | None,
-    reason: ReasonCode,
-    _future: asyncio.Future[Any] | None,
-) -> None:
-    _ack(client, qos, packet_id, reason)
-
-
-def _publish_done(
-    client: Client,
-    fan: Fanout,
-    qos: int,
-    packet_id: int | None,
-    _future: asyncio.Future[Any] | None,
-) -> None:
-    _ack(client, qos, packet_id, client.life.hub.complete(fan))
-
-
-def _ack(client: Client, qos: int, packet_id: int | None, reason: ReasonCode) -> None:
-    """PUBACK (QoS 1) or PUBREC (QoS 2) with `reason`. 3.x acknowledgements carry no
-    reason code: a publish denied by the ACL is acknowledged and dropped (as 3.x clients
-    expect), and one refused for a quota or a storage failure is not acknowledged at all:
-    the connection is closed, and the client sends the message again once it reconnects."""
-    if not qos:
-        return
-    assert packet_id is not None
-    reason_string = _ACK_REASON_STRINGS.get(reason)
-    if reason_string is None:  # every success: no packet object, no properties
-        client.send_publish_ack(qos, packet_id, reason)
-        return
-    if not client.conn.is_v5 and reason != ReasonCode.NOT_AUTHORIZED:
-        logger.info("client %r: %s (0x%02X), closing", client.client_id, reason_string, reason)
-        client.conn.inbound.refused_unanswered(qos, packet_id)
-        client.kick(reason, reason_string)
-        return
-    props = Properties(reason_string=reason_string)
-    if qos == 1:
-        client.send(PubackPacket(packet_id, reason, props))
-    else:
-        client.send(PubrecPacket(packet_id, reason, props))
+    hub.intake.accept(
+        client, hub.message_from(packet, client.client_id), packet.qos, packet.packet_id
+    )
 
 
 def on_puback(client: Client, packet: PubackPacket) -> None:
@@ -266,8 +157,7 @@ def on_subscribe(client: Client, packet: SubscribePacket) -> None:
         save = _both(save, session.app.sync_shared())
     client.steps.add(save, partial(_suback, client, packet.packet_id, codes, granted))
     for subscription, messages in retained:
-        fan = hub.deliver_retained(session, subscription, messages)
-        client.steps.add(fan.future(), partial(_complete, hub, fan))
+        hub.settle(hub.deliver_retained(session, subscription, messages), None, client.steps)
 
 
 def _both(
@@ -293,10 +183,6 @@ def _suback(
             client.life.hub.drop_subscription(session, topic_filter)
         codes = [ReasonCode.UNSPECIFIED_ERROR] * len(codes)
     client.send(SubackPacket(packet_id, codes))
-
-
-def _complete(hub: Hub, fan: Fanout, _future: asyncio.Future[Any] | None) -> None:
-    hub.complete(fan)
 
 
 def on_unsubscribe(client: Client, packet: UnsubscribePacket) -> None:

@@ -22,8 +22,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 from mqttq.auth.model import ClientType
 from mqttq.broker.delivery.encoded import EncodedPublishes
+from mqttq.broker.delivery.fanout import Fanout
 from mqttq.broker.delivery.inbox import PublishInbox
-from mqttq.broker.delivery.pending import BackgroundTasks, EnqueueBatcher, RemoveBatcher
+from mqttq.broker.delivery.intake import DirectIntake, InboxIntake, Intake, LogIntake
+from mqttq.broker.delivery.pending import (
+    BackgroundTasks,
+    EnqueueBatcher,
+    OrderedSteps,
+    RemoveBatcher,
+)
 from mqttq.broker.delivery.stats import BrokerStats
 from mqttq.broker.delivery.tenants import TenantSpace
 from mqttq.broker.sessions.session import Session
@@ -43,7 +50,6 @@ from mqttq.storage.ports import (
     ChunkedQueueStore,
     InboxStore,
     MessageLog,
-    QueuedMessage,
     SessionRecord,
     Storage,
 )
@@ -52,50 +58,13 @@ if TYPE_CHECKING:
     from mqttq.broker.distributed.app_log import AppLog
     from mqttq.broker.distributed.cluster_node import ClusterNode
 
-__all__ = ["Fanout", "Hub"]
+__all__ = ["Fanout", "Hub"]  # Fanout: re-exported for the callers of `publish`
 
 _APP: Final = ClientType.APPLICATION
 
 logger = logging.getLogger("mqttq.broker.hub")
 
 _GRANTED = (ReasonCode.GRANTED_QOS_0, ReasonCode.GRANTED_QOS_1, ReasonCode.GRANTED_QOS_2)
-
-
-class Fanout:
-    """The deliveries of one message: those waiting for storage and those not yet made."""
-
-    __slots__ = (
-        "count",
-        "enqueue",
-        "immediate",
-        "produced",
-        "rejected",
-        "retained_write",
-        "stored",
-    )
-
-    def __init__(self) -> None:
-        self.count = 0
-        """Sessions the message was routed to."""
-        self.rejected = 0
-        """Deliveries refused because a queue was full (reject_new)."""
-        self.stored: list[Session] = []
-        self.immediate: list[tuple[Session, Message]] = []
-        self.enqueue: asyncio.Future[list[QueuedMessage | None]] | None = None
-        self.retained_write: asyncio.Future[None] | None = None
-        self.produced: list[asyncio.Future[Any]] | None = None
-        """Records appended to APPLICATION clients' Kafka topics (acks=all)."""
-
-    def future(self) -> asyncio.Future[Any] | None:
-        """What must settle before the deliveries and the publisher's ack."""
-        if self.produced is None:
-            if self.retained_write is None:
-                return self.enqueue
-            if self.enqueue is None:
-                return self.retained_write
-        waits = [f for f in (self.enqueue, self.retained_write) if f is not None]
-        waits.extend(self.produced or ())
-        return asyncio.gather(*waits, return_exceptions=True)
 
 
 class Hub:
@@ -139,6 +108,21 @@ class Hub:
         self._log_failing = False
         self.cluster: ClusterNode | None = None
         """The other nodes (`attach_cluster`); None on a broker of its own."""
+        self.intake: Intake = DirectIntake(self)
+        """Where every accepted PUBLISH goes (`choose_intake`)."""
+        self.choose_intake()
+
+    def choose_intake(self) -> None:
+        """Pick the one intake every PUBLISH takes from now on: the message log when there
+        is one, else the publish inbox when there is one, else direct routing. Called at
+        construction, when a cluster is attached, and by `Broker.start` once the log and
+        the inbox are settled; never per PUBLISH."""
+        if self.log is not None:
+            self.intake = LogIntake(self)
+        elif self.inbox is not None:
+            self.intake = InboxIntake(self, self.inbox)
+        else:
+            self.intake = DirectIntake(self)
 
     def attach_cluster(self, cluster: ClusterNode) -> None:
         """Route through the cluster from now on: subscribers without a session here are
@@ -146,6 +130,7 @@ class Hub:
         and a `$share` member connected to another node counts as online."""
         self.cluster = cluster
         self.inbox = None  # remote deliveries have no place in the inbox's one commit
+        self.choose_intake()
         local = self.is_online
         connected = cluster.is_connected
         self._online = lambda client_id: local(client_id) or connected(client_id)
@@ -353,12 +338,49 @@ class Hub:
         if self.log is not None:
             self.append_to_log(tenant, message)
             return
-        fan = self.publish(self.space(tenant), message, deliver_now=True)
+        self.settle(self.publish(self.space(tenant), message, deliver_now=True))
+
+    def settle(
+        self,
+        fan: Fanout | ReasonCode,
+        then: Callable[[ReasonCode], None] | None = None,
+        steps: OrderedSteps | None = None,
+    ) -> asyncio.Future[Any] | None:
+        """The one place a publish is completed: once what `fan` waits for settled,
+        `complete` it and give its reason code to `then` (a bare reason code, from a
+        publish with nothing to wait for, goes to `then` as it is). With `steps`, that
+        happens in the order of the client's other steps; without, at once when nothing
+        waits. Returns what it waits for (None: nothing)."""
         if not isinstance(fan, Fanout):
-            return  # delivered
-        future = fan.future()
-        if future is not None:
-            future.add_done_callback(lambda _f: self.complete(fan))
+            if then is not None:
+                if steps is None:
+                    then(fan)
+                else:
+                    steps.add(None, partial(_pass_on, then, fan))
+            return None
+        wait = fan.future()
+        if wait is None and steps is None:
+            reason = self.complete(fan)
+            if then is not None:
+                then(reason)
+            return None
+        done = partial(self._settled, fan, then)
+        if steps is not None:
+            steps.add(wait, done)
+        else:
+            assert wait is not None
+            wait.add_done_callback(done)
+        return wait
+
+    def _settled(
+        self,
+        fan: Fanout,
+        then: Callable[[ReasonCode], None] | None,
+        _future: asyncio.Future[Any] | None,
+    ) -> None:
+        reason = self.complete(fan)
+        if then is not None:
+            then(reason)
 
     # ------------------------------------------------------------------ message log
 
@@ -387,12 +409,8 @@ class Hub:
 
     def route_logged(self, tenant: str, message: Message) -> Fanout | ReasonCode:
         """Route a message read back from the log, delivering at once what waits for
-        nothing; a Fanout goes to `complete_logged` once its `future()` settled."""
+        nothing; a Fanout goes to `complete` once its `waits()` settled."""
         return self.publish(self.space(tenant), message, deliver_now=True)
-
-    def complete_logged(self, fan: Fanout) -> bool:
-        """`complete` for a message from the log; True when a storage write failed."""
-        return self.complete(fan) == ReasonCode.UNSPECIFIED_ERROR
 
     def deliver_retained(
         self, session: Session, subscription: Subscription, messages: Iterable[Message]
@@ -599,6 +617,12 @@ class Hub:
         if self.cluster is not None:
             counters.update(self.cluster.statistics())
         return counters
+
+
+def _pass_on(
+    then: Callable[[ReasonCode], None], reason: ReasonCode, _future: asyncio.Future[Any] | None
+) -> None:
+    then(reason)
 
 
 def _reason(count: int, rejected: int) -> ReasonCode:

@@ -36,7 +36,7 @@ from mqttq.reasons import ReasonCode
 from mqttq.storage.ports import InboxStore
 
 if TYPE_CHECKING:
-    from mqttq.broker.delivery.hub import Fanout, Hub
+    from mqttq.broker.delivery.hub import Hub
     from mqttq.broker.delivery.tenants import TenantSpace
 
 __all__ = ["FANOUT_BACKLOG", "PublishInbox"]
@@ -248,14 +248,11 @@ class PublishInbox:
             self._remember(space.name, message.topic, fan.enqueue is not None)
             if fan.enqueue is None:
                 self._done.append(seq)
-        wait = fan.future()
-        completed = partial(self._completed, fan, message.topic, seq, outcome)
-        if wait is None:
-            completed(None)
-        else:
-            self._backlog += len(fan.stored)
-            wait.add_done_callback(completed)
-        return wait
+        backlog: int | None = None  # None: completed at once, nothing waited
+        if fan.waits():
+            backlog = len(fan.stored)
+            self._backlog += backlog
+        return self._hub.settle(fan, partial(self._completed, message.topic, seq, outcome, backlog))
 
     def _delete_done(self) -> None:
         if self._done:
@@ -264,17 +261,18 @@ class PublishInbox:
 
     def _completed(
         self,
-        fan: Fanout,
         topic: str,
         seq: int | None,
         outcome: asyncio.Future[ReasonCode] | None,
-        _future: asyncio.Future[Any] | None,
+        backlog: int | None,
+        reason: ReasonCode,
     ) -> None:
-        if _future is not None:
-            self._backlog -= len(fan.stored)
+        """`Hub.settle` completed the routing of a held message with `reason`; `backlog`:
+        the entries it added to the backlog while it waited (None: it did not wait)."""
+        if backlog is not None:
+            self._backlog -= backlog
             if self._waiting:
                 self._release()
-        reason = self._hub.complete(fan)
         if outcome is not None:
             outcome.set_result(reason)
         elif reason == ReasonCode.UNSPECIFIED_ERROR and seq is not None:

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from mqttq.broker.delivery.hub import Fanout, Hub
 from mqttq.errors import MqttqError
+from mqttq.reasons import ReasonCode
 from mqttq.storage.ports import LogBatch, MessageLog
 
 __all__ = ["LogRouter"]
@@ -86,14 +87,9 @@ class LogRouter:
             fan = hub.route_logged(tenant, message)
             if isinstance(fan, Fanout):
                 fans.append(fan)
-                # What fan.future() would gather, without a gather per message (the
-                # deliveries to other nodes of a batch share one future).
-                if fan.enqueue is not None:
-                    futures.append(fan.enqueue)
-                if fan.retained_write is not None:
-                    futures.append(fan.retained_write)
-                if fan.produced:
-                    futures.extend(fan.produced)
+                # One wait for the whole batch, not a gather per message (the deliveries
+                # to other nodes of a batch share one future).
+                futures.extend(fan.waits())
         await self._queue.put((fans, futures, batch.position))
 
     async def _complete_loop(self) -> None:
@@ -104,7 +100,7 @@ class LogRouter:
                 await asyncio.wait(futures)
             failed = False
             for fan in fans:
-                failed |= hub.complete_logged(fan)
+                failed |= hub.complete(fan) == ReasonCode.UNSPECIFIED_ERROR
             if failed and not self._stalled:
                 self._stalled = True
                 logger.error(
