@@ -453,7 +453,6 @@ _RESPONSES: Final[JSON] = {
     },
     "StoreUnavailable": _json(_ref("ServerError"), "The credential store cannot be used."),
     "IntegrationsOff": _json(_ref("ServerError"), "The broker runs no integrations."),
-    "SinkFailed": _json(_ref("ServerError"), "The sink did not accept the sample: its reason."),
 }
 
 _API = "/api/v1"
@@ -736,11 +735,9 @@ _PATHS: Final[JSON] = {
         "post": _operation(
             "testIntegration",
             "Send one sample message through a fresh sink and answer what the sink said "
-            "(502: the sink failed, with its reason).",
-            {
-                "200": _json(_ref("IntegrationTestAnswer"), "The sink accepted the sample."),
-                "502": {"$ref": "#/components/responses/SinkFailed"},
-            }
+            "(400: the sink did not accept it, with its reason, naming the key that says "
+            "where the sink is, e.g. integration.url).",
+            {"200": _json(_ref("IntegrationTestAnswer"), "The sink accepted the sample.")}
             | _errors(400, 404)
             | _INTEGRATIONS_OFF,
             tag="integrations",

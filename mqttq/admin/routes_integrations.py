@@ -4,7 +4,8 @@ pause, resume and test, all through the broker's `IntegrationManager`, never pas
 Answers are the manager's statuses: the public spec (every secret "***") and what the
 integration did. Refusals name the field as every 4xx of the API does: a table the spec
 check refuses is 400 with the key (`integration.url`), an unknown name 404 (`name`), a
-name taken 409 (`name`); a test whose sink fails is 502 with the sink's reason. When the
+name taken 409 (`name`); a test whose sink fails is 400 with the sink's reason, naming
+its address key (`integration.url`, ...). When the
 broker runs no manager (integrations not wired), every route answers 503.
 """
 
@@ -19,6 +20,7 @@ from mqttq.admin.validation import ApiError, query_params, read_object
 from mqttq.errors import ConfigError
 from mqttq.integrations.manager import IntegrationExists, UnknownIntegration
 from mqttq.integrations.sink import SinkError
+from mqttq.integrations.spec import SINK_TYPES
 
 if TYPE_CHECKING:
     from mqttq.integrations.manager import IntegrationManager
@@ -88,8 +90,9 @@ def integration_routes(integrations: IntegrationManager | None) -> list[web.Rout
         try:
             answer = await found.test(name)
         except SinkError as exc:
-            # The sink, not the request, is at fault: a gateway error, no field to blame.
-            return _json_error(502, str(exc) or type(exc).__name__)
+            # Bad input as the issue has it: the field to fix is where the sink is.
+            address = SINK_TYPES[found.status(name)["type"]].address
+            return _json_error(400, str(exc) or type(exc).__name__, f"integration.{address}")
         return web.json_response({"answer": answer})
 
     item = f"{API}/{{name}}"
@@ -109,5 +112,5 @@ class _Unavailable(Exception):
     """No IntegrationManager: answered 503."""
 
 
-def _json_error(status: int, message: str) -> web.Response:
-    return web.json_response({"error": message, "field": None}, status=status)
+def _json_error(status: int, message: str, field: str | None = None) -> web.Response:
+    return web.json_response({"error": message, "field": field}, status=status)

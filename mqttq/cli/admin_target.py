@@ -247,8 +247,10 @@ class ApiTarget:
         except AdminApiError as exc:
             if exc.status == 404:
                 return None
-            if exc.status == 502:
-                raise CliError(f"integration {name!r} test failed: {exc.message}") from None
+            if exc.status == 400:
+                raise CliError(
+                    f"{exc.field}: integration {name!r} test failed: {exc.message}", EXIT_CONFIG
+                ) from None
             raise self._explain(exc) from None
         except AdminUnreachable as exc:
             raise self._explain(exc) from None

@@ -29,7 +29,6 @@ from mqttq.cli.errors import EXIT_CONFIG, CliError, explain, print_error
 from mqttq.config import Settings, load_settings
 from mqttq.errors import ConfigError
 from mqttq.integrations.manager import StoredIntegration
-from mqttq.integrations.record import Delivery
 from mqttq.integrations.spec import IntegrationSpec, parse_integration
 
 if TYPE_CHECKING:
@@ -170,33 +169,19 @@ class StoreTarget:
 
 
 async def probe(spec: IntegrationSpec) -> str:
-    """Send one sample delivery through a fresh sink of `spec`, as the broker's `test`
-    does; CliError with the sink's reason when it fails."""
+    """`IntegrationManager.test` without a broker; CliError (exit 2, naming the sink's
+    address key) with the sink's reason when it fails."""
+    from mqttq.integrations.manager import probe as probe_sink  # noqa: PLC0415
     from mqttq.integrations.sink import SinkError  # noqa: PLC0415
     from mqttq.integrations.spec import SINK_TYPES  # noqa: PLC0415
 
-    sink = SINK_TYPES[spec.type].make_sink(spec.settings, spec.name)
     try:
-        await sink.open()
-        return await sink.probe(_sample(spec))
+        return await probe_sink(spec)
     except SinkError as exc:
-        raise CliError(f"integration {spec.name!r} test failed: {exc}") from None
-    finally:
-        with contextlib.suppress(SinkError):
-            await sink.close()
-
-
-def _sample(spec: IntegrationSpec) -> Delivery:
-    """The sample IntegrationManager.test sends: on the first filter, wildcards as `test`."""
-    topic = spec.filters[0] if spec.filters else "mqttq/test"
-    return Delivery(
-        topic=topic.replace("#", "test").replace("+", "test"),
-        payload=b'{"mqttq": "test"}',
-        qos=1,
-        client_id="mqttq-integration-test",
-        tenant=spec.tenant,
-        timestamp_ms=int(time.time() * 1000),
-    )
+        field = f"integration.{SINK_TYPES[spec.type].address}"
+        raise CliError(
+            f"{field}: integration {spec.name!r} test failed: {exc}", EXIT_CONFIG
+        ) from None
 
 
 def _open_store(settings: Settings, *, creates: bool) -> tuple[IntegrationStore | None, str]:

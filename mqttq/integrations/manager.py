@@ -172,7 +172,9 @@ class IntegrationManager:
         else:
             counters = running.source.statistics() if running.source is not None else {}
             state = "paused" if running.stored.paused else "running"
-            if running.task is not None and running.task.done():
+            if not running.spec.enabled:
+                state = "disabled"
+            elif running.task is not None and running.task.done():
                 state = "stopped"
             body.update(
                 state=state,
@@ -257,25 +259,7 @@ class IntegrationManager:
     async def test(self, name: str) -> str:
         """Send one sample delivery through a fresh sink and say what the sink answered.
         Raises SinkError (or ConfigError) with the reason."""
-        running = self._get(name)
-        spec = running.spec
-        sink = SINK_TYPES[spec.type].make_sink(spec.settings, spec.name)
-        sample = Delivery(
-            topic=(spec.filters[0] if spec.filters else "mqttq/test")
-            .replace("#", "test")
-            .replace("+", "test"),
-            payload=b'{"mqttq": "test"}',
-            qos=1,
-            client_id="mqttq-integration-test",
-            tenant=spec.tenant,
-            timestamp_ms=int(time.time() * 1000),
-        )
-        try:
-            await sink.open()
-            return await sink.probe(sample)
-        finally:
-            with contextlib.suppress(SinkError):
-                await sink.close()
+        return await probe(self._get(name).spec)
 
     # ------------------------------------------------------------------ changes elsewhere
 
@@ -414,3 +398,29 @@ def _same_table(left: Mapping[str, Any], right: Mapping[str, Any]) -> bool:
     return json.dumps(left, sort_keys=True, default=str) == json.dumps(
         right, sort_keys=True, default=str
     )
+
+
+def sample_delivery(spec: IntegrationSpec) -> Delivery:
+    """The delivery `test` sends: on the first filter with its wildcards as `test`."""
+    topic = spec.filters[0] if spec.filters else "mqttq/test"
+    return Delivery(
+        topic=topic.replace("#", "test").replace("+", "test"),
+        payload=b'{"mqttq": "test"}',
+        qos=1,
+        client_id="mqttq-integration-test",
+        tenant=spec.tenant,
+        timestamp_ms=int(time.time() * 1000),
+    )
+
+
+async def probe(spec: IntegrationSpec) -> str:
+    """Send `sample_delivery(spec)` through a fresh sink of `spec` and return what the sink
+    answered. Raises SinkError (or ConfigError) with the reason; the sink's address key
+    (`SINK_TYPES[spec.type].address`) is the field at fault."""
+    sink = SINK_TYPES[spec.type].make_sink(spec.settings, spec.name)
+    try:
+        await sink.open()
+        return await sink.probe(sample_delivery(spec))
+    finally:
+        with contextlib.suppress(SinkError):
+            await sink.close()

@@ -44,6 +44,8 @@ class SinkType:
     module: str
     settings: str
     sink: str
+    address: str
+    """The key that says where the sink is: the field to blame when it cannot be reached."""
 
     def settings_class(self) -> _SettingsClass:
         return getattr(importlib.import_module(self.module), self.settings)  # type: ignore[no-any-return]
@@ -54,12 +56,14 @@ class SinkType:
 
 
 SINK_TYPES: Final[dict[str, SinkType]] = {
-    "http": SinkType("mqttq.integrations.sinks.http", "HttpSinkSettings", "HttpSink"),
-    "kafka": SinkType("mqttq.integrations.sinks.kafka", "KafkaSinkSettings", "KafkaSink"),
-    "postgres": SinkType(
-        "mqttq.integrations.sinks.postgres", "PostgresSinkSettings", "PostgresSink"
+    "http": SinkType("mqttq.integrations.sinks.http", "HttpSinkSettings", "HttpSink", "url"),
+    "kafka": SinkType(
+        "mqttq.integrations.sinks.kafka", "KafkaSinkSettings", "KafkaSink", "bootstrap_servers"
     ),
-    "mqtt": SinkType("mqttq.integrations.sinks.mqtt", "MqttSinkSettings", "MqttSink"),
+    "postgres": SinkType(
+        "mqttq.integrations.sinks.postgres", "PostgresSinkSettings", "PostgresSink", "url"
+    ),
+    "mqtt": SinkType("mqttq.integrations.sinks.mqtt", "MqttSinkSettings", "MqttSink", "host"),
 }
 """Every sink type by the name `type = "..."` gives it: read by validation, the CLI's help
 and the worker that builds the sink."""

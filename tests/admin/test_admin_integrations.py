@@ -301,14 +301,14 @@ def test_test_answers_what_the_sink_said(tmp_path: Path) -> None:
             assert ok.received[-1].json()["client_id"] == "mqttq-integration-test"
 
             refused = await s.call("POST", f"{API}/bad/test")
-            assert_error(refused, 502, None)
+            assert_error(refused, 400, "integration.url")
             assert "503" in refused.body["error"]
 
-            # Nothing listens on a port that was just closed: unreachable, still 502.
+            # Nothing listens on a port that was just closed: unreachable, still 400.
             port = ok.port
             await ok.stop()
             gone = await s.call("POST", f"{API}/good/test")
-            assert_error(gone, 502, None)
+            assert_error(gone, 400, "integration.url")
             assert str(port) in gone.body["error"] or "connect" in gone.body["error"].lower()
 
     run(tmp_path, scenario)

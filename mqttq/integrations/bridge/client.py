@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
 from mqttq.codec import (
+    MAX_PACKET_ID,
     ConnackPacket,
     ConnectPacket,
     DisconnectPacket,
@@ -42,7 +43,6 @@ from mqttq.errors import MqttqError, ProtocolError
 
 MAX_PACKET_SIZE: Final = 268_435_460
 """The largest packet MQTT can carry (a 4-byte Remaining Length plus its header)."""
-_MAX_PACKET_ID: Final = 65535
 
 OnMessage = Callable[[PublishPacket], Awaitable[None]]
 
@@ -477,8 +477,8 @@ class MqttClient:
 
     def _allocate_packet_id(self) -> int:
         packet_id = self._next_packet_id
-        for _ in range(_MAX_PACKET_ID):
-            packet_id = packet_id % _MAX_PACKET_ID + 1
+        for _ in range(MAX_PACKET_ID):
+            packet_id = packet_id % MAX_PACKET_ID + 1
             if packet_id not in self._inflight and packet_id not in self._subacks:
                 self._next_packet_id = packet_id
                 return packet_id
