@@ -50,6 +50,8 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Final
 
+import confluent_kafka
+
 from mqttq.errors import StorageError
 from mqttq.integrations.record import Delivery
 from mqttq.integrations.spec import IntegrationSpec
@@ -82,6 +84,8 @@ FETCH_QUEUE_KBYTES: Final = 4_096
 """librdkafka's prefetch queue per consumer (its default, 64 MB, is per integration here)."""
 PAUSE_AFTER: Final = 1.0
 """Seconds full (max_in_flight held) before the partitions are paused."""
+START_RETRY: Final = 0.2
+"""Seconds between attempts to read or set a group's offsets at `open`."""
 FAILED_WAIT: Final = 1.0
 """Seconds before a consumer that failed for good is replaced."""
 
@@ -182,28 +186,36 @@ class KafkaBacklog:
     async def _start_new_group_at_end(self, admin: KafkaAdmin) -> None:
         # A consumer assigned (not subscribed) reads and commits the group's offsets
         # without joining it. Kafka takes such a commit only while the group has no
-        # member, so a node starting beside running ones cannot move them.
+        # member, so a node starting beside running ones cannot move them. A Kafka just
+        # started answers NOT_COORDINATOR for a while: retried until `timeout`.
         count = await admin.partitions(self.topic, timeout=self.timeout)
         parts = [TopicPartition(self.topic, n) for n in range(count)]
         probe = KafkaConsumer(
             self.bootstrap_servers, self.group_id, [], client_id=self._client_id(), assign=parts
         )
+        deadline = time.monotonic() + self.timeout
         try:
-            committed = await probe.committed(parts)
-            if any(offset >= 0 for offset in committed.values()):
+            while True:
+                try:
+                    committed = await probe.committed(parts)
+                    if any(offset >= 0 for offset in committed.values()):
+                        return
+                    await probe.commit(await admin.end_offsets(parts, timeout=self.timeout))
+                except (KafkaClientError, confluent_kafka.KafkaException) as exc:
+                    if time.monotonic() >= deadline:
+                        raise KafkaClientError(
+                            f"kafka: cannot read or set the offsets of group "
+                            f"{self.group_id!r}: {exc}"
+                        ) from None
+                    await asyncio.sleep(START_RETRY)
+                    continue  # another node may have set them meanwhile: read again
+                log.info(
+                    "integration %s: new consumer group %s starts at the end of %s",
+                    self.spec.name,
+                    self.group_id,
+                    self.topic,
+                )
                 return
-            ends = await admin.end_offsets(parts, timeout=self.timeout)
-            try:
-                await probe.commit(ends)
-            except KafkaClientError as exc:  # another node created the group meanwhile
-                log.info("integration %s: group %s exists: %s", self.spec.name, self.group_id, exc)
-                return
-            log.info(
-                "integration %s: new consumer group %s starts at the end of %s",
-                self.spec.name,
-                self.group_id,
-                self.topic,
-            )
         finally:
             await probe.close()
 
