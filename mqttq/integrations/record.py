@@ -30,8 +30,10 @@ ENVELOPE_FIELDS: Final = (
 class Delivery:
     """One message for a sink: what a publisher sent, who sent it, where and when.
 
-    `seq` orders the deliveries of one integration (it only grows; a sink that must
-    deduplicate after a redelivery can key on it with the integration's name).
+    `seq` identifies a delivery within its integration and is the same when the delivery
+    is made again, so a sink that must deduplicate after a redelivery can key on it with
+    the integration's name. It grows with each publisher's messages (embedded: with the
+    backlog's order; distributed: per Kafka partition, which holds whole publishers).
     """
 
     topic: str
