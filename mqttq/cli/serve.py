@@ -53,7 +53,10 @@ SERVE_HELP = (
 )
 CONFIG_HELP = (
     "TOML file with the sections "
-    + ", ".join(f"[{section.name}]" for section in fields(Settings))
+    + ", ".join(
+        f"[[{section.name}]]" if section.name == "integration" else f"[{section.name}]"
+        for section in fields(Settings)
+    )
     + " (some with subsections, such as [listener.tls]). "
     "Without it mqttq runs embedded on its defaults. Backends: "
     + "; ".join(f"{key} = {' | '.join(registry.names(key))}" for key in registry.BACKENDS)

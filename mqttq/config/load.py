@@ -204,12 +204,14 @@ def parse_settings(
     present: set[str] = set()
     """Tables present in the file: `[listener.tls]` there turns that listener on (from the
     environment, `MQTTQ_LISTENER_TLS__ENABLED=true` does)."""
+    integrations: tuple[dict[str, Any], ...] = ()
     if toml_text is not None:
         try:
             document = tomllib.loads(toml_text)
         except tomllib.TOMLDecodeError as exc:
             # The message ends with "(at line L, column C)".
             raise ConfigFileError(source, f"invalid TOML: {exc}") from None
+        integrations = _integration_tables(document.pop("integration", []), source)
         present.update(_apply_toml(document, values, source))
     for name in sorted(env):
         if name.startswith(ENV_PREFIX) and "__" in name:
@@ -246,7 +248,23 @@ def parse_settings(
             cluster=Quota(**values["mqtt_limit.cluster"]),
             tenant=Quota(**values["mqtt_limit.tenant"]),
         ),
+        integration=integrations,
     )
+
+
+def _integration_tables(raw: object, source: str) -> tuple[dict[str, Any], ...]:
+    """The `[[integration]]` tables, each checked to be a table (their keys are checked by
+    the integrations package at start)."""
+    if not isinstance(raw, list):
+        raise ConfigError(
+            "integration", f"must be an array of tables [[integration]] (in {source})"
+        )
+    for index, table in enumerate(raw):
+        if not isinstance(table, dict):
+            raise ConfigError(
+                f"integration[{index}]", f"must be a table, got {_describe(table)} (in {source})"
+            )
+    return tuple(raw)
 
 
 def _check_together(values: dict[str, dict[str, Any]]) -> None:

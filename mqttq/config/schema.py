@@ -10,6 +10,7 @@ import os
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from mqttq.auth.rules import AclRule
 from mqttq.limits.quota import Quota
@@ -291,3 +292,7 @@ class Settings:
     postgres: PostgresSettings = field(default_factory=PostgresSettings)
     admin: AdminSettings = field(default_factory=AdminSettings)
     mqtt_limit: MqttLimitSettings = field(default_factory=MqttLimitSettings)
+    integration: tuple[dict[str, Any], ...] = ()
+    """The `[[integration]]` tables of the file, as given: the composition root checks
+    them with `mqttq.integrations.spec.parse_integrations` at start (the integrations
+    package sits above this one), naming `integration[N].<key>` on a mistake."""

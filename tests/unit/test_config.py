@@ -335,6 +335,8 @@ def test_iter_keys_covers_every_field_once() -> None:
     assert len(keys) == len(set(keys))
     expected = set()
     for section in dataclasses.fields(Settings):
+        if section.name == "integration":  # [[integration]]: tables, not keys
+            continue
         for f in dataclasses.fields(getattr(Settings(), section.name)):
             value = getattr(getattr(Settings(), section.name), f.name)
             if dataclasses.is_dataclass(value):  # [mqtt_limit.cluster] and the like
@@ -430,3 +432,32 @@ def test_node_id_names_kafka_topics_so_it_holds_their_characters_only() -> None:
         parse_settings('[cluster]\nnode_id = "node 1"\n', {}, {})
     with pytest.raises(ConfigError, match=r"cluster\.node_id.*at most 64"):
         parse_settings(f'[cluster]\nnode_id = "{"n" * 65}"\n', {}, {})
+
+
+def test_integration_tables_are_kept_as_given() -> None:
+    settings = parse_settings(
+        '[[integration]]\nname = "hook"\ntype = "http"\nfilters = ["a/#"]\n'
+        'url = "http://127.0.0.1:1/x"\nheaders = { Authorization = "Bearer ${T}" }\n',
+        {},
+        {},
+    )
+    assert settings.integration == (
+        {
+            "name": "hook",
+            "type": "http",
+            "filters": ["a/#"],
+            "url": "http://127.0.0.1:1/x",
+            "headers": {"Authorization": "Bearer ${T}"},
+        },
+    )
+    assert Settings().integration == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "key"),
+    [("integration = 3", "integration"), ("integration = [1]", "integration[0]")],
+)
+def test_integration_must_be_an_array_of_tables(text: str, key: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_settings(text, {}, {})
+    assert caught.value.key == key
