@@ -49,6 +49,7 @@ from tests.integration.waiting import DEADLINE, HOST, MOSQUITTO_MODE, wait_for
 if TYPE_CHECKING:
     from mqttq.auth.ports import AuthStore
     from mqttq.broker.server import Broker
+    from mqttq.cli.data_dir_lock import DataDirLock
     from mqttq.cli.serve_admin import AdminHandle
     from mqttq.cluster.heartbeat import NodeHeartbeat
     from mqttq.config import Settings
@@ -314,6 +315,7 @@ class InProcessBroker:
         self.port = 0
         self._served: _Served | None = None
         self._log: logging.Handler | None = None
+        self._lock: DataDirLock | None = None
 
     def settings(self) -> Settings:
         """The settings `mqttq serve` would load now (the config file is read again)."""
@@ -347,15 +349,19 @@ class InProcessBroker:
 
     def start(self) -> None:
         """Start the broker; it accepts connections when this returns."""
+        from mqttq.cli.data_dir_lock import lock_data_dir  # noqa: PLC0415
+
         assert self._served is None, "broker already running"
         settings = self.settings()
         self._attach_log(settings)
         with self.stderr_path.open("a") as log:
             log.write(f"--- start in process: {self.workdir}\n")
+        # Held while it runs, as `mqttq serve` holds it: CLI commands see a running broker.
+        self._lock = lock_data_dir(settings.storage.data_dir)
         try:
             self._served = _Served(settings, self.ready_file, self.manual_clock)
         except BaseException:
-            self._detach_log()
+            self._release()
             raise
         self.port = self._served.broker.port
 
@@ -389,8 +395,14 @@ class InProcessBroker:
         try:
             served.stop()
         finally:
-            self._detach_log()
+            self._release()
         return 0
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+        self._detach_log()
 
     def restart(self) -> None:
         """Graceful stop and start again on the same data directory."""
