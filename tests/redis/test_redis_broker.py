@@ -1,19 +1,17 @@
 """End to end: the real broker with SQLite sessions and Redis DEVICE queues, real clients.
 
-The broker runs as `mqttq serve --config broker.toml` with `[storage] device = "redis"`,
-a subprocess so that it can be SIGKILLed; Redis is a real redis-server with an AOF,
-restarted or stopped under the broker.
+The broker is `mqttq serve --config broker.toml` with `[storage] device = "redis"`, in the
+test's process, or a subprocess for the tests that SIGKILL it (`broker_process`); Redis is
+a real redis-server with an AOF, restarted or stopped under the broker.
 """
 
 from __future__ import annotations
 
 import base64
 import json
-import signal
 import subprocess
 import sys
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 
 import pytest
 import redis
@@ -23,6 +21,8 @@ from tests.integration.raw_client import (
     RawClient,
 )
 from tests.integration.waiting import (
+    BrokerFactory,
+    BrokerUnderTest,
     wait_for,
 )
 from tests.integration.wire import (
@@ -41,94 +41,33 @@ from tests.redis_fixtures import RedisFactory
 from tests.services import RedisServer
 
 HOST = "127.0.0.1"
-START_DEADLINE = 30.0
 KEEP = [(Prop.SESSION_EXPIRY_INTERVAL, 3600)]
 UNSPECIFIED_ERROR = 0x80
 
 
-class RedisBroker:
-    """The broker subprocess on a data directory (SQLite) and a Redis URL, both kept
-    across restarts; `port` is re-read from the ready file at every start."""
+RedisBroker = BrokerUnderTest
+"""The broker (`mqttq serve` composed, tests/harness.py) on a data directory (SQLite) and a
+Redis URL, both kept across restarts."""
 
-    host = HOST
 
-    def __init__(self, workdir: Path, redis_url: str, *, cluster: bool = False) -> None:
-        self.workdir = workdir
-        self.data_dir = workdir / "data"
-        self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.redis_url = redis_url
-        self.cluster = cluster
-        self.ready_file = workdir / "ready.json"
-        self.log = workdir / "broker.log"
-        self.port = 0
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.ready_file.unlink(missing_ok=True)
-        config = self.workdir / "broker.toml"
-        config.write_text(
-            "[mqtt]\nmax_queued_messages = 65535\n"
-            '[storage]\ndevice = "redis"\n'
-            f'[redis]\nurl = "{self.redis_url}"\ncluster = {str(self.cluster).lower()}\n'
-        )
-        command = [sys.executable, "-m", "mqttq", "serve", "--port", "0"]
-        command += ["--data-dir", str(self.data_dir), "--ready-file", str(self.ready_file)]
-        command += ["--config", str(config)]
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=log
-            )
-        wait_for(self._ready, timeout=START_DEADLINE, what="the broker to start")
-
-    def _ready(self) -> bool:
-        assert self.process is not None
-        if self.process.poll() is not None:
-            raise AssertionError(f"broker exited during start-up:\n{self.stderr_text()}")
-        try:
-            ready = json.loads(self.ready_file.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
-            return False
-        self.port = int(ready["mqtt_port"])
-        return True
-
-    def kill9(self) -> None:
-        """SIGKILL, then start again on the same data directory and Redis."""
-        assert self.process is not None
-        self.process.kill()
-        self.process.wait()
-        self.start()
-
-    def stop(self) -> int | None:
-        if self.process is None:
-            return None
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            return self.process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-            return None
-        finally:
-            self.process = None
-
-    def stderr_text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
+def redis_config(redis_url: str, cluster: bool) -> str:
+    """broker.toml of a broker with its DEVICE queues in Redis at `redis_url`."""
+    return (
+        "[mqtt]\nmax_queued_messages = 65535\n"
+        '[storage]\ndevice = "redis"\n'
+        f'[redis]\nurl = "{redis_url}"\ncluster = {str(cluster).lower()}\n'
+    )
 
 
 @pytest.fixture
-def start_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[type[RedisBroker]]:
-    started: list[RedisBroker] = []
+def start_broker(broker_factory: BrokerFactory) -> Callable[..., RedisBroker]:
+    """`start_broker(redis_url, cluster=False)`: a started broker (a `mqttq serve` process
+    when the test is marked `broker_process`)."""
 
-    class Started(RedisBroker):
-        def __init__(self, redis_url: str, *, cluster: bool = False) -> None:
-            super().__init__(tmp_path_factory.mktemp("broker"), redis_url, cluster=cluster)
-            started.append(self)
-            self.start()
+    def start(redis_url: str, *, cluster: bool = False) -> RedisBroker:
+        return broker_factory(redis_config(redis_url, cluster))
 
-    yield Started
-    for broker in started:
-        code = broker.stop()
-        assert code in (0, None), f"broker exited with {code}:\n{broker.stderr_text()}"
+    return start
 
 
 @pytest.fixture
@@ -164,7 +103,7 @@ def publisher(clients: PahoClients, broker: RedisBroker, level: int = 5) -> Paho
 
 @pytest.mark.parametrize("level", [4, 5])
 def test_offline_messages_live_in_redis_and_come_back_in_order(
-    start_broker: type[RedisBroker], clients: PahoClients, redis_url: str, level: int
+    start_broker: Callable[..., RedisBroker], clients: PahoClients, redis_url: str, level: int
 ) -> None:
     broker = start_broker(redis_url)
     persistent_subscriber(clients, broker, "dev-9", "dev/9/cmd", level)
@@ -195,7 +134,7 @@ def test_offline_messages_live_in_redis_and_come_back_in_order(
 
 
 def test_session_node_marker_follows_the_connection_and_guards_rm(
-    start_broker: type[RedisBroker], clients: PahoClients, redis_url: str
+    start_broker: Callable[..., RedisBroker], clients: PahoClients, redis_url: str
 ) -> None:
     """`{id}_session_node` exists while the persistent client is connected, so `mqttq
     session rm` refuses without --force; it goes when the client leaves."""
@@ -222,7 +161,7 @@ def test_session_node_marker_follows_the_connection_and_guards_rm(
 
 
 def test_redis_restart_loses_nothing_acknowledged(
-    start_broker: type[RedisBroker], clients: PahoClients, redis_factory: RedisFactory
+    start_broker: Callable[..., RedisBroker], clients: PahoClients, redis_factory: RedisFactory
 ) -> None:
     server = redis_factory()
     broker = start_broker(server.url)
@@ -240,7 +179,7 @@ def test_redis_restart_loses_nothing_acknowledged(
 
 
 def test_redis_down_fails_persistent_deliveries_only_then_recovers(
-    start_broker: type[RedisBroker], clients: PahoClients, redis_factory: RedisFactory
+    start_broker: Callable[..., RedisBroker], clients: PahoClients, redis_factory: RedisFactory
 ) -> None:
     server: RedisServer = redis_factory()
     broker = start_broker(server.url)
@@ -263,8 +202,9 @@ def test_redis_down_fails_persistent_deliveries_only_then_recovers(
     assert subscriber.payloads() == [b"before", b"after"]
 
 
+@pytest.mark.broker_process
 def test_broker_kill9_loses_no_acknowledged_message(
-    start_broker: type[RedisBroker], redis_url: str
+    start_broker: Callable[..., RedisBroker], redis_url: str
 ) -> None:
     """Every message whose PUBACK reached the publisher before the SIGKILL is delivered to
     the persistent subscriber after the restart, in order, once."""
@@ -327,7 +267,7 @@ def receive_one(subscriber: RawClient, pkt: Packet | None = None) -> int:
 
 
 def test_on_a_redis_cluster(
-    start_broker: type[RedisBroker], clients: PahoClients, redis_cluster_url: str
+    start_broker: Callable[..., RedisBroker], clients: PahoClients, redis_cluster_url: str
 ) -> None:
     broker = start_broker(redis_cluster_url, cluster=True)
     for n in range(6):  # client ids in different slots, on different masters
@@ -345,8 +285,9 @@ def test_on_a_redis_cluster(
         assert subscriber.payloads() == [b"%d-%d" % (n, m) for m in range(3)]
 
 
+@pytest.mark.broker_process
 def test_qos2_ids_and_a_delayed_will_survive_kill9_in_redis_mode(
-    start_broker: type[RedisBroker], redis_url: str
+    start_broker: Callable[..., RedisBroker], redis_url: str
 ) -> None:
     """With DEVICE queues in Redis the session records (wills, inbound QoS 2 ids) stay
     in SQLite: a PUBLISH re-sent after the kill is routed once, and a will still due
