@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Final
 
 from mqttq.codec.enums import SESSION_EXPIRY_NEVER, ProtocolLevel
 from mqttq.codec.packets import ConnectPacket
@@ -16,7 +17,11 @@ from mqttq.codec.properties import Properties
 from mqttq.errors import ProtocolError
 from mqttq.reasons import ReasonCode
 
-__all__ = ["ConnectDecision", "ConnectPolicy", "negotiate"]
+__all__ = ["INTEGRATION_CLIENT_PREFIX", "ConnectDecision", "ConnectPolicy", "negotiate"]
+
+INTEGRATION_CLIENT_PREFIX: Final = "$integration/"
+"""Client ids of the broker's own integration sessions (`$integration/<name>`): no MQTT
+client may connect with one, or it could take an integration's backlog."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +95,11 @@ def negotiate(
         raise ProtocolError(
             ReasonCode.CLIENT_IDENTIFIER_NOT_VALID,
             f"client id longer than {policy.max_client_id_length} bytes",
+        )
+    elif client_id.startswith(INTEGRATION_CLIENT_PREFIX):
+        raise ProtocolError(
+            ReasonCode.CLIENT_IDENTIFIER_NOT_VALID,
+            f"client ids starting with {INTEGRATION_CLIENT_PREFIX!r} are the broker's own",
         )
     will = packet.will
     if will is not None:

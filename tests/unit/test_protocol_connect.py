@@ -52,6 +52,14 @@ def test_client_id_longer_than_the_limit_is_0x85() -> None:
     assert negotiate(ConnectPacket("abcd", V5), policy, new_id).client_id == "abcd"
 
 
+@pytest.mark.parametrize("level", [V5, V311, V31])
+def test_an_integration_session_id_is_0x85_for_any_client(level: ProtocolLevel) -> None:
+    assert refused(ConnectPacket("$integration/hook", level)) == (
+        ReasonCode.CLIENT_IDENTIFIER_NOT_VALID
+    )
+    assert negotiate(ConnectPacket("integration/hook", level), ConnectPolicy(), new_id)
+
+
 def test_authentication_method_is_0x8c() -> None:
     packet = ConnectPacket("c", V5, properties=Properties(authentication_method="SCRAM"))
     assert refused(packet) == ReasonCode.BAD_AUTHENTICATION_METHOD

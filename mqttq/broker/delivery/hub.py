@@ -234,7 +234,9 @@ class Hub:
                     app_log.produce(space.name, session.client_id, out, delivery.share)
                 )
                 continue
-            if session.expiry_interval and (qos or (queue_qos0 and session.client is None)):
+            if session.expiry_interval and (
+                qos or ((queue_qos0 or session.feed is not None) and session.client is None)
+            ):
                 if fan is None:
                     fan = Fanout()
                 if items is None:
@@ -331,14 +333,14 @@ class Hub:
         """A delivery refused by a full queue under reject_new: a refusal of the tenant."""
         self.limits.count_refusal(session.space.name, "queue_full")
 
-    def publish_detached(self, tenant: str, message: Message) -> None:
-        """Publish with nobody to acknowledge (wills): deliveries complete on their own
-        (through the message log when there is one)."""
+    def publish_detached(self, tenant: str, message: Message) -> asyncio.Future[Any] | None:
+        """Publish with no client to acknowledge (wills, integrations): deliveries complete
+        on their own (through the message log when there is one). Returns what to await
+        for the message to be accepted durably (None: it already is)."""
         self.stats.messages_in[message.qos] += 1
         if self.log is not None:
-            self.append_to_log(tenant, message)
-            return
-        self.settle(self.publish(self.space(tenant), message, deliver_now=True))
+            return self.append_to_log(tenant, message)
+        return self.settle(self.publish(self.space(tenant), message, deliver_now=True))
 
     def settle(
         self,

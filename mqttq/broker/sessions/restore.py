@@ -9,6 +9,7 @@ from mqttq.broker.sessions.endings import SessionEndings
 from mqttq.broker.sessions.session import Session
 from mqttq.codec.enums import SESSION_EXPIRY_NEVER
 from mqttq.codec.packets import Will
+from mqttq.protocol.connect import INTEGRATION_CLIENT_PREFIX
 
 __all__ = ["restore_sessions"]
 
@@ -29,6 +30,8 @@ async def restore_sessions(endings: SessionEndings, max_session_expiry_interval:
                 continue  # another node has it now
             cluster.adopt_restored(record.client_id)
         expiry = min(record.session_expiry_interval, max_session_expiry_interval)
+        if record.client_id.startswith(INTEGRATION_CLIENT_PREFIX):
+            expiry = record.session_expiry_interval  # the broker's own: the cap is for clients
         disconnected_at = record.disconnected_at
         elapsed = 0.0 if disconnected_at is None else max(0.0, now - disconnected_at)
         if expiry == 0 or (expiry < SESSION_EXPIRY_NEVER and elapsed >= expiry):

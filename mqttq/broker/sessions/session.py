@@ -14,6 +14,7 @@ import dataclasses
 import logging
 import time
 from collections import deque
+from collections.abc import Callable
 from struct import Struct
 from typing import TYPE_CHECKING, Any, Final
 
@@ -57,6 +58,7 @@ class Session:
         "ended",
         "expiry_handle",
         "expiry_interval",
+        "feed",
         "fetched_serial",
         "hub",
         "inflight",
@@ -113,6 +115,9 @@ class Session:
         self.disconnected_at: float | None = None
         self.expiry_handle: asyncio.TimerHandle | None = None
         self.will: Will | None = None
+        self.feed: Callable[[QueuedMessage], None] | None = None
+        """For an integration's session (never online): hears of each entry stored for it,
+        and makes QoS 0 messages stored too (mqttq/broker/integrations.py)."""
         self.app: AppClient | None = None
         """The Kafka consumers of a connected persistent APPLICATION session (with the
         message log on): its acknowledgements go to them."""
@@ -166,8 +171,13 @@ class Session:
 
     def deliver_stored(self, entry: QueuedMessage) -> None:
         """Hand over an entry storage just committed for this (persistent) session."""
-        if self.ended or self.client is None or entry.serial <= self.fetched_serial:
-            return  # offline: it waits in storage; or the attach already fetched it
+        if self.ended or entry.serial <= self.fetched_serial:
+            return  # the attach already fetched it
+        if self.client is None:
+            feed = self.feed
+            if feed is not None:
+                feed(entry)  # an integration's backlog
+            return  # offline: it waits in storage
         if not self.ready:
             if self.waiting_live is None:
                 self.waiting_live = []

@@ -1,0 +1,320 @@
+"""The broker's side of integrations (`IntegrationRuntime`): backlogs, dead letters and
+messages a bridge brings in.
+
+Embedded mode: an integration is what issue 33 calls it, a persistent subscriber that is not
+a socket. It is a session `$integration/<name>` of its tenant (no MQTT client may take that
+id), subscribed to its filters at QoS 1, stored like any persistent session and never
+online: each message routed to it is queued durably in the same transaction as every other
+queue (QoS 0 ones too), and the session's `feed` hands each committed entry to its
+`SessionBacklog`, which gives them to the worker and removes them from storage once the sink
+took them. A restart finds the session with its queue, as it finds every persistent session.
+
+Distributed mode (the Kafka message log): every node reads the log for each integration as
+one consumer group (`KafkaBacklog`): Kafka spreads the partitions over the nodes.
+
+Dead letters are published as QoS 1 messages on `$integrations/<name>/dead` in the
+integration's tenant: a JSON object with the integration, the reason and the message's
+envelope. A `$` topic is never matched by `#`: whoever wants them subscribes to it (a
+persistent session, or another integration).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import deque
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from mqttq.codec.enums import SESSION_EXPIRY_NEVER
+from mqttq.codec.packets import SubscribePacket, SubscriptionRequest
+from mqttq.codec.properties import Properties
+from mqttq.integrations.record import Delivery, envelope
+from mqttq.integrations.sink import Rejected
+from mqttq.integrations.spec import IntegrationSpec
+from mqttq.integrations.worker import Backlog
+from mqttq.model import Message, QueuedMessage
+from mqttq.protocol.connect import INTEGRATION_CLIENT_PREFIX
+
+if TYPE_CHECKING:
+    from mqttq.broker.server import Broker
+    from mqttq.broker.sessions.session import Session
+
+__all__ = ["BrokerIntegrations", "SessionBacklog", "dead_letter_topic", "session_id"]
+
+DEAD_LETTER_PREFIX: Final = "$integrations/"
+
+
+def session_id(name: str) -> str:
+    """The client id of an integration's session."""
+    return f"{INTEGRATION_CLIENT_PREFIX}{name}"
+
+
+def dead_letter_topic(name: str) -> str:
+    """Where the deliveries an integration's sink refused for good are published."""
+    return f"{DEAD_LETTER_PREFIX}{name}/dead"
+
+
+def delivery_of(entry: QueuedMessage, tenant: str) -> Delivery:
+    """A stored entry as its sink receives it (`seq` is the entry's serial)."""
+    message = entry.message
+    props = message.properties
+    return Delivery(
+        topic=message.topic,
+        payload=message.payload,
+        qos=message.qos,
+        retain=message.retain,
+        client_id=message.publisher_id,
+        tenant=tenant,
+        timestamp_ms=int(message.created_at * 1000),
+        user_properties=tuple(props.user_properties),
+        content_type=props.content_type,
+        response_topic=props.response_topic,
+        correlation_data=props.correlation_data,
+        message_expiry_interval=message.remaining_expiry(time.time()),
+        seq=entry.serial,
+    )
+
+
+class SessionBacklog:
+    """An integration's backlog in embedded mode: the queue of its session.
+
+    At most `max_in_flight` entries are held in memory; past that, entries stay in storage
+    only and are read again once the held ones are gone. What the payload filter refuses,
+    and what expired, is removed without being delivered (counted in `skipped`).
+    """
+
+    def __init__(self, broker: Broker, session: Session, spec: IntegrationSpec) -> None:
+        self.broker = broker
+        self.session = session
+        self.spec = spec
+        self.skipped = 0
+        self._limit = spec.delivery.max_in_flight
+        self._waiting: deque[QueuedMessage] = deque()
+        self._taken: dict[int, QueuedMessage] = {}
+        """seq (serial) -> entry taken and not settled."""
+        self._last_serial = 0
+        self._behind = False
+        """Entries were stored that are not held: read storage again when empty."""
+        self._arrived = asyncio.Event()
+
+    async def open(self) -> None:
+        """Read what the session holds, then hear of each new entry."""
+        await self._refill()
+        self.session.feed = self._stored
+
+    def close(self) -> None:
+        self.session.feed = None
+        self._arrived.set()
+
+    def _stored(self, entry: QueuedMessage) -> None:
+        if entry.serial <= self._last_serial:
+            return
+        if self._behind or len(self._waiting) + len(self._taken) >= self._limit:
+            self._behind = True  # it waits in storage
+            return
+        self._waiting.append(entry)
+        self._last_serial = entry.serial
+        self._arrived.set()
+
+    async def _refill(self) -> None:
+        self._behind = False
+        stored = await self.broker.storage.fetch(self.session.client_id, time.time())
+        room = self._limit - len(self._waiting) - len(self._taken)
+        for entry in stored:
+            if entry.serial <= self._last_serial or entry.serial in self._taken:
+                continue
+            if room <= 0:
+                self._behind = True
+                break
+            self._waiting.append(entry)
+            self._last_serial = entry.serial
+            room -= 1
+        self.session.fetched_serial = max(self.session.fetched_serial, self._last_serial)
+
+    async def take(self, max_items: int, linger: float) -> Sequence[Delivery]:
+        while True:
+            while not self._waiting:
+                if self._behind:
+                    await self._refill()
+                    continue
+                self._arrived.clear()
+                await self._arrived.wait()
+            if len(self._waiting) < max_items and linger > 0:
+                await asyncio.sleep(linger)
+            batch: list[Delivery] = []
+            dropped: list[QueuedMessage] = []
+            now = time.time()
+            keep = self.spec.payload_filter
+            tenant = self.spec.tenant
+            while self._waiting and len(batch) < max_items:
+                entry = self._waiting.popleft()
+                message = entry.message
+                if message.is_expired(now) or (
+                    keep is not None and not keep.matches(message.payload)
+                ):
+                    dropped.append(entry)
+                    continue
+                self._taken[entry.serial] = entry
+                batch.append(delivery_of(entry, tenant))
+            if dropped:
+                self.skipped += len(dropped)
+                await self._remove(dropped)
+            if batch:
+                return batch
+
+    async def settle(self, batch: Sequence[Delivery]) -> None:
+        entries = [
+            self._taken.pop(delivery.seq) for delivery in batch if delivery.seq in self._taken
+        ]
+        await self._remove(entries)
+
+    def give_back(self) -> None:
+        """What was taken and not settled goes back to the front (sent again)."""
+        for serial in sorted(self._taken, reverse=True):
+            self._waiting.appendleft(self._taken.pop(serial))
+
+    def lag(self) -> int:
+        return len(self._waiting) + len(self._taken)
+
+    async def _remove(self, entries: Sequence[QueuedMessage]) -> None:
+        if entries:
+            client_id = self.session.client_id
+            await self.broker.storage.remove_many([(client_id, e.packet_id) for e in entries])
+
+
+class BrokerIntegrations:
+    """`IntegrationRuntime` on a running `Broker` (see the module docstring)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.dead_letters = self
+        self._backlogs: dict[str, Backlog] = {}
+        self._tenants: dict[str, str] = {}
+
+    async def attach(self, spec: IntegrationSpec) -> Backlog:
+        self._tenants[spec.name] = spec.tenant
+        log_settings = self.broker.settings.kafka if self.broker.log is not None else None
+        if log_settings is not None:
+            from mqttq.integrations.kafka_backlog import KafkaBacklog  # noqa: PLC0415
+
+            kafka_backlog = KafkaBacklog(
+                spec,
+                log_settings.bootstrap_servers,
+                log_settings.topic_prefix,
+                partitions=log_settings.msg_all_partitions,
+                max_in_flight=spec.delivery.max_in_flight,
+            )
+            await kafka_backlog.open()
+            self._backlogs[spec.name] = kafka_backlog
+            return kafka_backlog
+        session = await self._session(spec)
+        backlog = SessionBacklog(self.broker, session, spec)
+        await backlog.open()
+        self._backlogs[spec.name] = backlog
+        return backlog
+
+    async def detach(self, spec: IntegrationSpec, *, forget: bool) -> None:
+        backlog = self._backlogs.pop(spec.name, None)
+        if isinstance(backlog, SessionBacklog):
+            backlog.close()
+        elif backlog is not None:
+            await backlog.close()  # type: ignore[attr-defined]
+        if forget and self.broker.log is None:
+            session = self.broker.hub.sessions.get(session_id(spec.name))
+            life = self.broker.lifecycle
+            if session is not None and life is not None:
+                await life.endings.remove_session(session)
+
+    async def republish(self, delivery: Delivery) -> None:
+        properties = Properties()
+        properties.user_properties = list(delivery.user_properties)
+        properties.content_type = delivery.content_type
+        properties.response_topic = delivery.response_topic
+        properties.correlation_data = delivery.correlation_data
+        properties.message_expiry_interval = delivery.message_expiry_interval
+        await self._publish(
+            delivery.tenant,
+            delivery.topic,
+            delivery.payload,
+            delivery.qos,
+            properties,
+            delivery.client_id,
+            delivery.retain,
+        )
+
+    async def put(self, integration: str, rejected: Sequence[Rejected]) -> None:
+        """Publish each refused delivery on the integration's dead-letter topic."""
+        tenant = self._tenants.get(integration, "default")
+        for item in rejected:
+            body: dict[str, Any] = {
+                "integration": integration,
+                "reason": item.reason,
+                "message": envelope(item.delivery),
+            }
+            payload = json.dumps(body, separators=(",", ":")).encode()
+            properties = Properties()
+            properties.content_type = "application/json"
+            await self._publish(
+                tenant,
+                dead_letter_topic(integration),
+                payload,
+                1,
+                properties,
+                session_id(integration),
+            )
+
+    async def _publish(  # noqa: PLR0917 (a PUBLISH's fields)
+        self,
+        tenant: str,
+        topic: str,
+        payload: bytes,
+        qos: int,
+        properties: Properties,
+        publisher: str,
+        retain: bool = False,
+    ) -> None:
+        now = time.time()
+        expiry = properties.message_expiry_interval
+        message = Message(
+            topic,
+            payload,
+            qos,
+            retain,
+            properties,
+            now,
+            None if expiry is None else now + expiry,
+            publisher,
+        )
+        waits = self.broker.hub.publish_detached(tenant, message)
+        if waits is not None:
+            await waits
+
+    async def _session(self, spec: IntegrationSpec) -> Session:
+        """The integration's session, made (or its subscriptions brought to the spec's
+        filters) and stored before the backlog is read."""
+        from mqttq.broker.sessions.session import Session  # noqa: PLC0415
+
+        hub = self.broker.hub
+        client_id = session_id(spec.name)
+        session = hub.sessions.get(client_id)
+        if session is not None and session.space.name != spec.tenant:
+            life = self.broker.lifecycle
+            if life is not None:  # moved to another tenant: its queue stays behind
+                await life.endings.remove_session(session)
+            session = None
+        if session is None:
+            session = Session(hub, client_id, 5, SESSION_EXPIRY_NEVER, hub.space(spec.tenant))
+            session.disconnected_at = time.time()
+            hub.sessions[client_id] = session
+            hub.limits.acquire_session(spec.tenant, force=True)
+        router = session.space.router
+        wanted = set(spec.filters)
+        for existing in [s.topic_filter for s in router.subscriptions_of(client_id)]:
+            if existing not in wanted:
+                hub.drop_subscription(session, existing)
+        requests = [SubscriptionRequest(f, qos=1, retain_handling=2) for f in spec.filters]
+        hub.subscribe(session, SubscribePacket(1, requests))
+        await hub.save_session(session)
+        return session
