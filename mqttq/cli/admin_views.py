@@ -280,12 +280,16 @@ _STATUS_KEYS: Final = (
 """The status keys of an integration (what it did); the rest of its object is its spec."""
 
 
-def _error_cell(status: Mapping[str, Any]) -> str:
+def _error_cell(status: Mapping[str, Any], width: int | None = None) -> str:
+    """The last error and when; cut to `width` characters (a table row), whole in `show`."""
     error = status.get("last_error")
     if not error:
         return "-"
+    text = str(error)
+    if width is not None and len(text) > width:
+        text = text[: width - 1] + "…"
     when = status.get("last_error_at")
-    return f"{error} ({_time(when)})" if when else str(error)
+    return f"{text} ({_time(when)})" if when else text
 
 
 def render_integrations(statuses: Sequence[Mapping[str, Any]]) -> None:
@@ -307,7 +311,7 @@ def render_integrations(statuses: Sequence[Mapping[str, Any]]) -> None:
             _number(status.get("delivered")),
             _number(status.get("retried")),
             _number(status.get("dead_lettered")),
-            _error_cell(status),
+            _error_cell(status, width=40),
         )
     console = _stdout()
     console.print(table)

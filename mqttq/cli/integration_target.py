@@ -187,19 +187,15 @@ async def probe(spec: IntegrationSpec) -> str:
 def _open_store(settings: Settings, *, creates: bool) -> tuple[IntegrationStore | None, str]:
     """The store the settings name, not opened, and where it is (for notes); None when the
     SQLite file does not exist and the command creates nothing."""
-    if settings.storage.log == "kafka":
-        from mqttq.integrations.stores.postgres import PostgresIntegrationStore  # noqa: PLC0415
+    from mqttq.integrations.stores import store_for  # noqa: PLC0415
+    from mqttq.integrations.stores.postgres import PostgresIntegrationStore  # noqa: PLC0415
 
-        if not settings.postgres.url:
-            raise ConfigError("postgres.url", 'must be set when storage.log = "kafka"')
-        store = PostgresIntegrationStore(settings.postgres.url)
+    store = store_for(settings)
+    if isinstance(store, PostgresIntegrationStore):
         return store, f"PostgreSQL at {store.where}"
-    from mqttq.integrations.stores.sqlite import SqliteIntegrationStore  # noqa: PLC0415
-
-    sqlite_store = SqliteIntegrationStore.in_data_dir(settings.storage.data_dir)
-    if not creates and not sqlite_store.path.exists():
-        return None, str(sqlite_store.path)
-    return sqlite_store, str(sqlite_store.path)
+    if not creates and not store.path.exists():
+        return None, str(store.path)
+    return store, str(store.path)
 
 
 class _NothingStored:

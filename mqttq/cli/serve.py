@@ -37,6 +37,7 @@ from mqttq.storage import registry
 
 if TYPE_CHECKING:
     from mqttq.broker.server import Broker
+    from mqttq.cli.serve_integrations import IntegrationsHandle
     from mqttq.cluster.heartbeat import NodeHeartbeat
     from mqttq.cluster.link import ClusterLink
     from mqttq.storage.ports import AppContextStore, MessageLog, Storage
@@ -213,7 +214,9 @@ def run_broker(
     releasing whatever was opened.
     """
     from mqttq.broker.server import Broker  # noqa: PLC0415 (composition root, see module doc)
+    from mqttq.cli.serve_integrations import check_integrations  # noqa: PLC0415
 
+    check_integrations(settings)
     broker = Broker(
         settings,
         open_storage(settings),
@@ -336,6 +339,7 @@ async def _serve(
     reloads: set[asyncio.Task[None]] = set()
     admin: AdminHandle | None = None
     heartbeat: NodeHeartbeat | None = None
+    integrations: IntegrationsHandle | None = None
 
     def on_hangup() -> None:
         broker.reload_certificates()
@@ -345,13 +349,18 @@ async def _serve(
 
     loop.add_signal_handler(signal.SIGHUP, on_hangup)
     try:
+        from mqttq.cli.serve_integrations import start_integrations  # noqa: PLC0415
+
         await broker.start()
-        admin = await start_admin(broker, settings)
+        integrations = await start_integrations(broker, settings)
+        admin = await start_admin(broker, settings, integrations.manager)
         heartbeat = await start_heartbeat(broker, settings, admin)
         settle_heap()
     except BaseException:
         if admin is not None:
             await admin.close()
+        if integrations is not None:
+            await integrations.close()
         await _release_after_failed_start(broker)
         raise
     written: Path | None = None
@@ -386,6 +395,8 @@ async def _serve(
             await heartbeat.stop()  # first: the cluster stops counting this node at once
         if admin is not None:
             await admin.close()
+        if integrations is not None:
+            await integrations.close()  # before the broker: the workers write storage
         # Idempotent: also covers a failure between start() and serve_forever().
         await broker.shutdown()
         if written is not None:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from mqttq.admin.server import AdminServer
     from mqttq.auth.ports import AuthStore
     from mqttq.broker.server import Broker
+    from mqttq.integrations.manager import IntegrationManager
 
 log = logging.getLogger("mqttq.cli.serve")
 
@@ -54,7 +55,9 @@ class AdminHandle:
         await self.server.close()
 
 
-async def start_admin(broker: Broker, settings: Settings) -> AdminHandle | None:
+async def start_admin(
+    broker: Broker, settings: Settings, integrations: IntegrationManager | None = None
+) -> AdminHandle | None:
     """Serve the admin API on the broker's loop (when `admin.enabled`) and write
     <data_dir>/admin.json so that `mqttq tenant` and `mqttq credentials` find it. When
     its port cannot be bound: AdminBindError if `admin.required`, else a warning and
@@ -75,6 +78,7 @@ async def start_admin(broker: Broker, settings: Settings) -> AdminHandle | None:
         token=token,
         uri_rate=admin.max_request_rate,
         rate_wait=settings.mqtt_limit.rate_wait_ms / 1000,
+        integrations=integrations,
     )
     try:
         await server.start()

@@ -72,7 +72,10 @@ class IntegrationStore(Protocol):
 class IntegrationRuntime(Protocol):
     """The broker's side of integrations."""
 
-    dead_letters: DeadLetters
+    @property
+    def dead_letters(self) -> DeadLetters:
+        """Where refused deliveries go."""
+        ...
 
     async def attach(self, spec: IntegrationSpec) -> Backlog:
         """Make `spec` a persistent subscriber of its filters (or take it back after a

@@ -201,6 +201,8 @@ class IntegrationWorker:
                 rejected = [Rejected(delivery, str(exc)) for delivery in batch]
             break
         self._backoff.reset()
+        if self._phase == "retrying":
+            log.warning("integration %s: sink available again", self.name)
         self._phase = "running"
         if rejected:
             await self.dead_letters.put(self.name, rejected)
@@ -216,12 +218,20 @@ class IntegrationWorker:
 
     async def _failed(self, reason: str) -> None:
         self.stats.failed += 1
+        delay = self._backoff.next()
+        if self._phase != "retrying":  # once per outage, not once per attempt
+            log.warning(
+                "integration %s: sink unavailable (%s); retrying with backoff", self.name, reason
+            )
+        else:
+            log.debug(
+                "integration %s: still unavailable (%s); next try in %.2f s",
+                self.name,
+                reason,
+                delay,
+            )
         self._phase = "retrying"
         self._error(reason)
-        delay = self._backoff.next()
-        log.warning(
-            "integration %s: sink unavailable (%s); retrying in %.2f s", self.name, reason, delay
-        )
         await self._sleep(delay)  # type: ignore[misc]
 
     def _error(self, reason: str) -> None:
