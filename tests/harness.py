@@ -50,8 +50,7 @@ if TYPE_CHECKING:
     from mqttq.auth.ports import AuthStore
     from mqttq.broker.server import Broker
     from mqttq.cli.data_dir_lock import DataDirLock
-    from mqttq.cli.serve_admin import AdminHandle
-    from mqttq.cluster.heartbeat import NodeHeartbeat
+    from mqttq.cli.serve import AroundBroker
     from mqttq.config import Settings
     from mqttq.storage.ports import Storage
 
@@ -227,8 +226,7 @@ class _Served:
 
         self.settings = settings
         self.ready_file = ready_file
-        self.admin: AdminHandle | None = None
-        self.heartbeat: NodeHeartbeat | None = None
+        self.around: AroundBroker | None = None
         self.serving: asyncio.Task[None] | None = None
         self.runner = _LoopThread(manual_clock)
         # The composition of mqttq.cli.serve.run_broker, argument for argument.
@@ -250,25 +248,17 @@ class _Served:
         # mqttq.cli.serve._serve without the signal handlers (a thread cannot own them) and
         # without settle_heap (it tunes the collector of the whole test process).
         from mqttq.cli.ready_file import write_ready_file  # noqa: PLC0415
-        from mqttq.cli.serve_admin import start_admin  # noqa: PLC0415
-        from mqttq.cli.serve_cluster import start_heartbeat  # noqa: PLC0415
+        from mqttq.cli.serve import start_broker  # noqa: PLC0415
 
-        try:
-            await self.broker.start()
-            self.admin = await start_admin(self.broker, self.settings)
-            self.heartbeat = await start_heartbeat(self.broker, self.settings, self.admin)
-        except BaseException:
-            await self._release()
-            raise
+        self.around = await start_broker(self.broker, self.settings)
         write_ready_file(self.ready_file, os.getpid(), self.broker.port, self.broker.ports)
         self.serving = asyncio.create_task(self.broker.serve_forever())
 
     async def _release(self) -> None:
-        if self.heartbeat is not None:
-            await self.heartbeat.stop()  # first: the cluster stops counting this node at once
-        if self.admin is not None:
-            await self.admin.close()
-        await self.broker.shutdown()
+        if self.around is not None:
+            await self.around.close()
+        else:
+            await self.broker.shutdown()
 
     async def _stop(self) -> None:
         try:

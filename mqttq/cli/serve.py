@@ -13,7 +13,7 @@ import os
 import signal
 import sys
 from collections.abc import Coroutine, Mapping
-from dataclasses import fields
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -337,32 +337,18 @@ async def _serve(
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, _on_signal, stop, signum)
     reloads: set[asyncio.Task[None]] = set()
-    admin: AdminHandle | None = None
-    heartbeat: NodeHeartbeat | None = None
-    integrations: IntegrationsHandle | None = None
+    around: AroundBroker | None = None
 
     def on_hangup() -> None:
         broker.reload_certificates()
+        admin = around.admin if around is not None else None
         task = asyncio.ensure_future(reload_limits(broker, config, admin))
         reloads.add(task)
         task.add_done_callback(reloads.discard)
 
     loop.add_signal_handler(signal.SIGHUP, on_hangup)
-    try:
-        from mqttq.cli.serve_integrations import start_integrations  # noqa: PLC0415
-
-        await broker.start()
-        integrations = await start_integrations(broker, settings)
-        admin = await start_admin(broker, settings, integrations.manager)
-        heartbeat = await start_heartbeat(broker, settings, admin)
-        settle_heap()
-    except BaseException:
-        if admin is not None:
-            await admin.close()
-        if integrations is not None:
-            await integrations.close()
-        await _release_after_failed_start(broker)
-        raise
+    around = await start_broker(broker, settings)
+    settle_heap()
     written: Path | None = None
     try:
         if ready_file is not None:
@@ -391,17 +377,53 @@ async def _serve(
             stopping.cancel()
         await serving
     finally:
-        if heartbeat is not None:
-            await heartbeat.stop()  # first: the cluster stops counting this node at once
-        if admin is not None:
-            await admin.close()
-        if integrations is not None:
-            await integrations.close()  # before the broker: the workers write storage
-        # Idempotent: also covers a failure between start() and serve_forever().
-        await broker.shutdown()
+        await around.close()
         if written is not None:
             written.unlink(missing_ok=True)
     log.info("stopped")
+
+
+@dataclass(slots=True)
+class AroundBroker:
+    """What `mqttq serve` runs around a started broker: its integrations, admin API and
+    cluster heartbeat. `close` stops them in order, then the broker."""
+
+    broker: Broker
+    integrations: IntegrationsHandle | None = None
+    admin: AdminHandle | None = None
+    heartbeat: NodeHeartbeat | None = None
+
+    async def close(self) -> None:
+        if self.heartbeat is not None:
+            await self.heartbeat.stop()  # first: the cluster stops counting this node at once
+        if self.admin is not None:
+            await self.admin.close()
+        if self.integrations is not None:
+            await self.integrations.close()  # before the broker: the workers write storage
+        # Idempotent: also covers a failure between start() and serve_forever().
+        await self.broker.shutdown()
+
+
+async def start_broker(broker: Broker, settings: Settings) -> AroundBroker:
+    """Start `broker`, then its integrations, admin API and heartbeat (the composition of
+    `mqttq serve`, also used by the tests' in-process broker). On a failure what was
+    started is closed and the error raised."""
+    from mqttq.cli.serve_integrations import start_integrations  # noqa: PLC0415
+
+    around = AroundBroker(broker)
+    try:
+        await broker.start()
+        around.integrations = await start_integrations(broker, settings)
+        around.admin = await start_admin(broker, settings, around.integrations.manager)
+        around.heartbeat = await start_heartbeat(broker, settings, around.admin)
+    except BaseException:
+        if around.admin is not None:
+            await around.admin.close()
+        if around.integrations is not None:
+            await around.integrations.close()
+        await _release_after_failed_start(broker)
+        raise
+    return around
 
 
 def _on_signal(stop: asyncio.Event, signum: int) -> None:

@@ -242,12 +242,12 @@ def test_unreadable_config_file_names_the_file(
     assert fragment in str(caught.value)
 
 
-def test_readme_documents_every_config_key() -> None:
-    readme = (REPO / "README.md").read_text()
+def test_the_configuration_page_documents_every_config_key() -> None:
+    page = (REPO / "docs" / "configuration.md").read_text()
     for key, _, _ in iter_keys():
         name = key.rpartition(".")[2]
-        assert f"| `{name}` |" in readme, f"README has no table row for {key}"
-        assert env_var_name(key) in readme, f"README misses {env_var_name(key)}"
+        assert f"| `{name}` |" in page, f"docs/configuration.md has no table row for {key}"
+        assert env_var_name(key) in page, f"docs/configuration.md misses {env_var_name(key)}"
 
 
 # --- the running broker ------------------------------------------------------------------------
