@@ -46,7 +46,9 @@ fi
 
 echo "==> pytest" >&2
 status=0
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider "$@" || status=$?
+# Two workers (pytest-xdist): most tests wait on sockets, not the CPU. Kafka's and Spark's
+# tests each stay on one worker (xdist_group, tests/conftest.py), so each JVM starts once.
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider -n "${MQTTQ_TEST_WORKERS:-2}" --dist loadgroup "$@" || status=$?
 case $status in
     0) ;;
     5)
