@@ -314,7 +314,12 @@ class BrokerIntegrations:
         for existing in [s.topic_filter for s in router.subscriptions_of(client_id)]:
             if existing not in wanted:
                 hub.drop_subscription(session, existing)
-        requests = [SubscriptionRequest(f, qos=1, retain_handling=2) for f in spec.filters]
+        # Retain as published: the envelope's `retain` (and a bridge's export, a table's
+        # column) is the flag the publisher set, as in distributed mode, where the log keeps it.
+        requests = [
+            SubscriptionRequest(f, qos=1, retain_as_published=True, retain_handling=2)
+            for f in spec.filters
+        ]
         hub.subscribe(session, SubscribePacket(1, requests))
         await hub.save_session(session)
         return session

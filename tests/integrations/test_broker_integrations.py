@@ -1,0 +1,398 @@
+"""Integrations end to end through `mqttq serve` in embedded mode (issue 33): real MQTT
+clients publish to the broker subprocess, and what leaves it is read where it lands: a real
+HTTP server, a real Mosquitto, a real PostgreSQL table, the dead-letter topic, the admin API,
+`/metrics` and `mqttq integration ls --json`.
+
+Every test runs `mqttq serve` as a subprocess (`broker_process`): the in-process harness
+does not start integrations, and the kill -9 test needs a process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from tests.integration.admin_api import AdminApi, metric_value
+from tests.integration.paho_client import PahoClients
+from tests.integration.raw_client import RawClient
+from tests.integration.waiting import DEADLINE, BrokerFactory, wait_for
+from tests.integrations.e2e_receiver import HttpReceiver, duplicates, first_arrivals
+
+pytestmark = [pytest.mark.broker_process, pytest.mark.mqttq_only]
+
+FAST_RETRY = "retry_initial_ms = 20\nretry_max_ms = 200\n"
+"""A sink that comes back is tried again soon (the backoff is not what these tests check)."""
+
+
+def http_integration(name: str, url: str, filters: list[str], extra: str = "") -> str:
+    """One `[[integration]]` table of type http."""
+    return (
+        f'[[integration]]\nname = "{name}"\ntype = "http"\nfilters = {json.dumps(filters)}\n'
+        f'url = "{url}"\n{FAST_RETRY}{extra}'
+    )
+
+
+@pytest.fixture
+def paho() -> Any:
+    registry = PahoClients()
+    yield registry
+    registry.close_all()
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """`python -m mqttq ARGS` without the test run's MQTTQ_* variables (MQTTQ_PURE kept)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MQTTQ_") or k == "MQTTQ_PURE"}
+    return subprocess.run(
+        [sys.executable, "-m", "mqttq", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+# --- 1. what reaches a webhook -------------------------------------------------------------
+
+
+def test_matching_messages_reach_the_webhook_in_order_with_their_envelope(
+    broker_factory: BrokerFactory, paho: PahoClients
+) -> None:
+    receiver = HttpReceiver().start()
+    try:
+        extra = "payload_filter = '$.kind != \"debug\"'\n"
+        broker = broker_factory(
+            http_integration("hook", receiver.url(), ["sensors/#", "alerts/+"], extra)
+        )
+        one = paho.connect(broker.port, "dev-1")
+        two = paho.connect(broker.port, "dev-2", protocol=4)
+        before_ms = int(time.time() * 1000)
+        sent_one: list[str] = []
+        sent_two: list[str] = []
+        for n in range(20):
+            reading = json.dumps({"n": n, "kind": "reading", "from": "dev-1"})
+            one.publish("sensors/kitchen/temp", reading.encode(), qos=1, retain=n == 0)
+            sent_one.append(reading)
+            alert = json.dumps({"n": n, "kind": "alert", "from": "dev-2"})
+            two.publish("alerts/door", alert.encode(), qos=0)
+            sent_two.append(alert)
+            if n % 5 == 0:  # refused by the payload filter
+                one.publish("sensors/kitchen/temp", b'{"kind": "debug"}', qos=1)
+                two.publish("alerts/door", b'{"kind": "debug"}', qos=0)
+            # matching no filter: never delivered
+            one.publish("other/kitchen", b'{"kind": "reading", "stray": 1}', qos=1)
+            two.publish("alerts/door/deeper", b'{"kind": "alert", "stray": 2}', qos=0)
+        fence_one, fence_two = '{"fence": 1}', '{"fence": 2}'
+        one.publish("sensors/end", fence_one.encode(), qos=1)
+        two.publish("alerts/end", fence_two.encode(), qos=0)
+        # Each publisher's messages are delivered in its order: once its fence arrived,
+        # everything it sent before had its chance.
+        got = receiver.wait_payloads({fence_one, fence_two})
+        after_ms = int(time.time() * 1000)
+
+        assert first_arrivals(got) == got, "no duplicate without a fault"
+        assert [p for p in got if '"dev-1"' in p] == sent_one
+        assert [p for p in got if '"dev-2"' in p] == sent_two
+        assert not [p for p in got if "debug" in p or "stray" in p]
+        assert len(got) == len(sent_one) + len(sent_two) + 2
+
+        envelopes = {item["payload"]: item for item in receiver.envelopes()}
+        first = envelopes[sent_one[0]]
+        assert first["topic"] == "sensors/kitchen/temp"
+        assert first["qos"] == 1
+        assert first["client_id"] == "dev-1"
+        assert first["tenant"] == "default"
+        assert first["retain"] is True
+        assert before_ms <= first["timestamp"] <= after_ms
+        assert envelopes[sent_one[1]]["retain"] is False
+        alert = envelopes[sent_two[3]]
+        assert (alert["topic"], alert["qos"], alert["retain"]) == ("alerts/door", 0, False)
+        assert alert["client_id"] == "dev-2" and alert["tenant"] == "default"
+        assert before_ms <= alert["timestamp"] <= after_ms
+        assert {r.path for r in receiver.requests} == {"/ingest"}
+    finally:
+        receiver.stop()
+
+
+# --- 2. the sink down, the broker killed: nothing acknowledged lost ------------------------
+
+
+def test_nothing_acknowledged_is_lost_across_a_sink_outage_and_kill_9(
+    broker_factory: BrokerFactory, paho: PahoClients
+) -> None:
+    receiver = HttpReceiver()  # not listening yet: the sink is down
+    batch_size = 10
+    broker = broker_factory(
+        http_integration(
+            "hook", receiver.url(), ["sensors/#"], f'batch_size = {batch_size}\nbody = "array"\n'
+        )
+    )
+    publisher = paho.connect(broker.port, "dev-1")
+    sent = [f"m{n}" for n in range(60)]
+    for payload in sent:
+        assert publisher.publish("sensors/a", payload.encode(), qos=1) == 0  # PUBACKed
+    publisher.close()
+
+    broker.kill9()  # kill -9 and start again on the same data directory
+    receiver.start()
+    try:
+        got = receiver.wait_payloads(set(sent))
+        assert first_arrivals(got) == sent
+        assert duplicates(got) <= batch_size
+    finally:
+        receiver.stop()
+
+
+def test_a_batch_in_flight_when_the_broker_is_killed_is_delivered_again(
+    broker_factory: BrokerFactory, paho: PahoClients
+) -> None:
+    # The sink is up but answers 503 to everything: the broker holds a batch in flight,
+    # retrying it, when it is killed. After the restart the sink accepts.
+    accepting = threading.Event()
+    receiver = HttpReceiver(lambda _body: 200 if accepting.is_set() else 503).start()
+    try:
+        batch_size = 5
+        broker = broker_factory(
+            http_integration(
+                "hook",
+                receiver.url(),
+                ["sensors/#"],
+                f'batch_size = {batch_size}\nbody = "array"\n',
+            )
+        )
+        publisher = paho.connect(broker.port, "dev-1")
+        sent = [f"m{n}" for n in range(20)]
+        for payload in sent:
+            assert publisher.publish("sensors/a", payload.encode(), qos=1) == 0
+        publisher.close()
+        wait_for(lambda: len(receiver.requests) >= 2, what="the sink to be tried and fail")
+        broker.kill9()
+        accepting.set()
+        got = receiver.wait_payloads(set(sent))
+        assert first_arrivals(got) == sent
+        assert duplicates(got) <= batch_size
+    finally:
+        receiver.stop()
+
+
+# --- 3. a poison message goes to the dead-letter topic ---------------------------------------
+
+
+def test_a_poison_message_is_dead_lettered_and_the_rest_flow(
+    broker_factory: BrokerFactory, paho: PahoClients
+) -> None:
+    receiver = HttpReceiver(lambda body: 422 if body.get("payload") == "poison" else 200).start()
+    try:
+        broker = broker_factory(http_integration("hook", receiver.url(), ["sensors/#"]))
+        dead = paho.connect(broker.port, "watcher")
+        assert dead.subscribe("$integrations/hook/dead", qos=1) == [1]
+        publisher = paho.connect(broker.port, "dev-1")
+        sent = ["a", "b", "poison", "c", "d"]
+        for payload in sent:
+            assert publisher.publish("sensors/x", payload.encode(), qos=1) == 0
+
+        got = receiver.wait_payloads({"a", "b", "c", "d"})
+        assert got == ["a", "b", "c", "d"]
+        [letter] = dead.wait_messages(1)
+        assert letter.topic == "$integrations/hook/dead"
+        assert letter.qos == 1
+        body = json.loads(letter.payload)
+        assert body["integration"] == "hook"
+        assert "422" in body["reason"]
+        original = body["message"]
+        assert original["topic"] == "sensors/x"
+        assert original["payload"] == "poison"
+        assert original["client_id"] == "dev-1"
+        assert original["qos"] == 1
+        assert [r.status for r in receiver.requests if r.body.get("payload") == "poison"] == [422]
+    finally:
+        receiver.stop()
+
+
+# --- 4. no client may take an integration's session -----------------------------------------
+
+
+@pytest.mark.parametrize(("level", "refused"), [(5, 0x85), (4, 2)])
+def test_a_client_cannot_connect_as_an_integration(
+    broker_factory: BrokerFactory, level: int, refused: int
+) -> None:
+    broker = broker_factory(http_integration("hook", "http://127.0.0.1:9/x", ["sensors/#"]))
+    client = RawClient(broker.port)
+    try:
+        connack = client.connect("$integration/hook", level=level, expect_success=False)
+        assert connack.reason_code == refused
+        client.wait_closed()
+    finally:
+        client.close()
+
+
+# --- 5. a bad [[integration]] table stops serve with one line --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("table", "key"),
+    [
+        ('type = "http"\nfilters = ["a/#"]\nurl = "ftp://x"', "integration[0].url"),
+        ('type = "smtp"\nfilters = ["a/#"]\nurl = "http://x"', "integration[0].type"),
+        ('type = "http"\nfilters = ["a/#/b"]\nurl = "http://x"', "integration[0].filters"),
+    ],
+)
+def test_serve_refuses_a_bad_integration_naming_its_key(
+    tmp_path: Path, table: str, key: str
+) -> None:
+    config = tmp_path / "broker.toml"
+    config.write_text(f'[[integration]]\nname = "hook"\n{table}\n')
+    done = cli(
+        "serve", "--port", "0", "--data-dir", str(tmp_path / "data"), "--config", str(config)
+    )
+    assert done.returncode == 2, done
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("mqttq: error: "), lines
+    assert key in lines[0], lines
+
+
+# --- 6. changed while traffic flows, observed, paused, removed -------------------------------
+
+
+def test_an_integration_changed_while_traffic_flows(
+    broker_factory: BrokerFactory, paho: PahoClients
+) -> None:
+    receiver = HttpReceiver().start()
+    try:
+        broker = broker_factory()
+        api = AdminApi(broker.data_dir)
+        created = api.ok(
+            "POST",
+            "/api/v1/integrations",
+            {
+                "name": "live",
+                "type": "http",
+                "filters": ["live/#"],
+                "url": receiver.url(),
+                "batch_size": 10,
+                "retry_initial_ms": 20,
+                "retry_max_ms": 200,
+            },
+        )
+        assert created["batch_size"] == 10
+
+        publisher = paho.connect(broker.port, "dev-1")
+        sent = [f"m{n}" for n in range(200)]
+        failures: list[BaseException] = []
+
+        def publish_all() -> None:
+            try:
+                for payload in sent:
+                    assert publisher.publish("live/a", payload.encode(), qos=1) == 0
+            except BaseException as exc:  # re-raised on the test thread
+                failures.append(exc)
+
+        thread = threading.Thread(target=publish_all)
+        thread.start()
+        wait_for(lambda: len(receiver.payloads()) >= 20, what="traffic to flow")
+        changed = api.ok("PUT", "/api/v1/integrations/live", {"batch_size": 50})
+        assert changed["batch_size"] == 50
+        thread.join(DEADLINE * 3)
+        assert not thread.is_alive() and not failures, failures
+
+        got = receiver.wait_payloads(set(sent))
+        assert first_arrivals(got) == sent
+        assert duplicates(got) <= 10  # at most the batch in flight when it was changed
+
+        [status] = wait_for(
+            lambda: [s for s in api.ok("GET", "/api/v1/integrations") if s["lag"] == 0],
+            what="the backlog to drain",
+        )
+        assert status["name"] == "live" and status["batch_size"] == 50
+        delivered = status["delivered"]
+        assert delivered > 0  # counted since the change restarted its worker
+        listed = json.loads(ok_cli("integration", "ls", "--json", "--data-dir", broker.data_dir))
+        assert [(s["name"], s["delivered"], s["lag"]) for s in listed] == [("live", delivered, 0)]
+        metrics = api.metrics()
+        assert metric_value(metrics, "mqttq_integration_delivered_total", integration="live") == (
+            delivered
+        )
+
+        paused = api.ok("POST", "/api/v1/integrations/live/pause")
+        assert paused["state"] == "paused"
+        held = [f"p{n}" for n in range(5)]
+        for payload in held:
+            assert publisher.publish("live/a", payload.encode(), qos=1) == 0
+        wait_for(
+            lambda: api.ok("GET", "/api/v1/integrations/live")["lag"] == len(held),
+            what="the paused integration's lag to grow",
+        )
+        assert not set(held) & set(receiver.payloads())
+        assert api.ok("GET", "/api/v1/integrations/live")["delivered"] == delivered
+
+        api.ok("POST", "/api/v1/integrations/live/resume")
+        receiver.wait_payloads(set(held))
+        resumed = wait_for(
+            lambda: (s := api.ok("GET", "/api/v1/integrations/live"))["lag"] == 0 and s,
+            what="the resumed integration to drain",
+        )
+        assert resumed["delivered"] == delivered + len(held)
+
+        sessions = api.ok("GET", "/api/v1/sessions")["sessions"]
+        assert "$integration/live" in [s["client_id"] for s in sessions]
+        removed = ok_cli("integration", "rm", "live", "--data-dir", broker.data_dir)
+        assert "live" in removed
+        assert api.ok("GET", "/api/v1/integrations") == []
+        sessions = api.ok("GET", "/api/v1/sessions")["sessions"]
+        assert "$integration/live" not in [s["client_id"] for s in sessions]
+        status_code, _ = api.call("GET", "/api/v1/integrations/live")
+        assert status_code == 404
+    finally:
+        receiver.stop()
+
+
+def ok_cli(*args: Any) -> str:
+    """A CLI command's stdout, asserting it exited 0."""
+    done = cli(*(str(arg) for arg in args))
+    assert done.returncode == 0, done
+    return done.stdout
+
+
+# --- 8. a PostgreSQL table --------------------------------------------------------------------
+
+
+def test_rows_appear_in_a_postgresql_table_it_created(
+    broker_factory: BrokerFactory, paho: PahoClients, postgres_url: str
+) -> None:
+    broker = broker_factory(
+        '[[integration]]\nname = "to-pg"\ntype = "postgres"\nfilters = ["sensors/#"]\n'
+        f'url = "{postgres_url}"\ntable = "readings"\ncreate_table = true\n{FAST_RETRY}'
+    )
+    publisher = paho.connect(broker.port, "dev-1")
+    sent = [{"n": n, "temp": 20 + n} for n in range(10)]
+    for reading in sent:
+        assert publisher.publish("sensors/kitchen", json.dumps(reading).encode(), qos=1) == 0
+    assert publisher.publish("sensors/raw", b"\xff\x00", qos=1) == 0
+
+    def rows() -> list[tuple[Any, ...]]:
+        try:
+            with psycopg.connect(postgres_url) as conn:
+                return conn.execute(
+                    "SELECT topic, client_id, tenant, qos, retain, payload, payload_raw"
+                    " FROM readings ORDER BY received_at, payload->>'n'"
+                ).fetchall()
+        except psycopg.errors.UndefinedTable:
+            return []
+
+    found = wait_for(lambda: len(rows()) >= len(sent) + 1 and rows(), what="the rows")
+    assert found[: len(sent)] == [
+        ("sensors/kitchen", "dev-1", "default", 1, False, reading, None) for reading in sent
+    ]
+    assert found[len(sent) :] == [("sensors/raw", "dev-1", "default", 1, False, None, b"\xff\x00")]
