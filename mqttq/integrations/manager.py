@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from mqttq.errors import ConfigError, MqttqError
 from mqttq.integrations.record import Delivery
+from mqttq.integrations.secrets import expand_env
 from mqttq.integrations.sink import SinkError
 from mqttq.integrations.spec import SINK_TYPES, IntegrationSpec, parse_integration
 from mqttq.integrations.worker import Backlog, DeadLetters, IntegrationWorker
@@ -365,7 +366,11 @@ class IntegrationManager:
             from mqttq.integrations.bridge.source import BridgeSource  # noqa: PLC0415
 
             running.source = BridgeSource(
-                spec.settings, spec.name, self.runtime.republish, tenant=spec.tenant
+                spec.settings,
+                spec.name,
+                self.runtime.republish,
+                tenant=spec.tenant,
+                own_origins=_OutBridgeIds(self._running),
             )
             if not item.paused:
                 running.task = asyncio.create_task(
@@ -393,6 +398,29 @@ class IntegrationManager:
             await asyncio.gather(task, return_exceptions=True)
         if running.worker is not None or forget:
             await self.runtime.detach(running.spec, forget=forget)
+
+
+class _OutBridgeIds:
+    """The remote client ids of the out bridges running here, read at each `in` test (a
+    bridge added or changed later counts): what a bridge in must not bring back
+    (mqttq.integrations.bridge.loop)."""
+
+    def __init__(self, running: Mapping[str, _Running]) -> None:
+        self._running = running
+
+    def __contains__(self, origin: object) -> bool:
+        for running in self._running.values():
+            spec = running.spec
+            if spec.type != "mqtt" or spec.direction != "out":
+                continue
+            template = spec.settings.default_client_id(spec.name)
+            try:
+                client_id = expand_env(template, f"integration[{spec.name}].client_id")
+            except ConfigError:
+                continue  # its sink cannot start either: it exported nothing
+            if origin == client_id:
+                return True
+        return False
 
 
 def _same_table(left: Mapping[str, Any], right: Mapping[str, Any]) -> bool:

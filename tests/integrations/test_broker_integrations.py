@@ -26,6 +26,7 @@ from tests.integration.paho_client import PahoClients
 from tests.integration.raw_client import RawClient
 from tests.integration.waiting import DEADLINE, BrokerFactory, wait_for
 from tests.integrations.e2e_receiver import HttpReceiver, duplicates, first_arrivals
+from tests.integrations.mqtt_mosquitto import Mosquitto, Subscriber, publish
 
 pytestmark = [pytest.mark.broker_process, pytest.mark.mqttq_only]
 
@@ -363,6 +364,94 @@ def ok_cli(*args: Any) -> str:
     done = cli(*(str(arg) for arg in args))
     assert done.returncode == 0, done
     return done.stdout
+
+
+# --- 7. the MQTT bridge to a real Mosquitto --------------------------------------------------
+
+
+def bridge(name: str, direction: str, filters: list[str], port: int) -> str:
+    return (
+        f'[[integration]]\nname = "{name}"\ntype = "mqtt"\ndirection = "{direction}"\n'
+        f'filters = {json.dumps(filters)}\nhost = "127.0.0.1"\nport = {port}\n{FAST_RETRY}'
+    )
+
+
+def wait_remote_subscription(mosquitto: Mosquitto, client_id: str) -> None:
+    """Until `client_id` subscribed at `mosquitto` (its log says so)."""
+    wait_for(
+        lambda: f"Received SUBSCRIBE from {client_id}" in mosquitto.log_text(),
+        timeout=DEADLINE * 2,
+        what=f"{client_id} to subscribe at mosquitto",
+    )
+
+
+def test_the_bridge_out_and_in_through_a_real_mosquitto(
+    broker_factory: BrokerFactory, paho: PahoClients, tmp_path: Path
+) -> None:
+    mosquitto = Mosquitto(tmp_path / "mosquitto")
+    mosquitto.start()
+    remote = Subscriber(mosquitto, "-t", "out/#", "-t", "loop/#", "-F", "MSG|%t %p")
+    try:
+        broker = broker_factory(
+            bridge("to-mosquitto", "out", ["out/#"], mosquitto.port)
+            + bridge("from-mosquitto", "in", ["in/#"], mosquitto.port)
+            + bridge("loop-out", "out", ["loop/#"], mosquitto.port)
+            + bridge("loop-in", "in", ["loop/#"], mosquitto.port)
+        )
+        local = paho.connect(broker.port, "local-sub")
+        local.subscribe("in/#", qos=1)
+        local.subscribe("loop/#", qos=1)
+        wait_remote_subscription(mosquitto, "mqttq-bridge-from-mosquitto")
+        wait_remote_subscription(mosquitto, "mqttq-bridge-loop-in")
+        publisher = paho.connect(broker.port, "local-pub")
+
+        # out: published here, received at Mosquitto
+        for n in range(5):
+            assert publisher.publish(f"out/{n}", b"out-%d" % n, qos=1) == 0
+        assert remote.wait_messages(5)[:5] == [f"out/{n} out-{n}" for n in range(5)]
+
+        # in: published at Mosquitto, received here
+        for n in range(5):
+            publish(mosquitto, f"in/{n}", f"in-{n}")
+        got = local.wait_messages(5)
+        assert [(m.topic, m.payload) for m in got] == [(f"in/{n}", b"in-%d" % n) for n in range(5)]
+
+        # a loop (out and in on the same topics): each message crosses once
+        assert publisher.publish("loop/here", b"from-local", qos=1) == 0
+        wait_for(lambda: "loop/here from-local" in remote.messages(), what="the export")
+        publish(mosquitto, "loop/there", "from-remote")
+        local.wait_messages(7)
+        # Fences: anything echoed back would come before them on the same path.
+        publish(mosquitto, "loop/fence-in", "fence")
+        assert publisher.publish("loop/fence-out", b"fence", qos=1) == 0
+        wait_for(
+            lambda: (
+                "loop/fence-in" in [m.topic for m in local.messages]
+                and "loop/fence-out fence" in remote.messages()
+            ),
+            what="the fences on both sides",
+        )
+        local_loop = [(m.topic, m.payload) for m in local.messages if m.topic.startswith("loop/")]
+        assert sorted(local_loop) == sorted(
+            [
+                ("loop/here", b"from-local"),
+                ("loop/there", b"from-remote"),
+                ("loop/fence-in", b"fence"),
+                ("loop/fence-out", b"fence"),
+            ]
+        ), local_loop
+        remote_loop = [line for line in remote.messages() if line.startswith("loop/")]
+        assert sorted(remote_loop) == sorted(
+            [
+                "loop/here from-local",
+                "loop/there from-remote",
+                "loop/fence-in fence",
+                "loop/fence-out fence",
+            ]
+        ), remote_loop
+    finally:
+        remote.close()
+        mosquitto.stop()
 
 
 # --- 8. a PostgreSQL table --------------------------------------------------------------------

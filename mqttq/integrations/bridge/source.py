@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Container
 
 from mqttq.codec import PublishPacket, ReasonCode
 from mqttq.integrations.bridge.client import Backoff, ClientError, MqttClient
@@ -27,8 +27,9 @@ Deliver = Callable[[Delivery], Awaitable[None]]
 class BridgeSource:
     """`direction = "in"`: subscribe at the remote and hand every message to `deliver`.
 
-    `own_origins` are the client ids of this broker's out bridges: a remote message stamped
-    `mqttq-bridge` with one of them is our own export coming back, acknowledged and dropped.
+    `own_origins` holds the client ids of this broker's out bridges (any container; the
+    manager's is a live view): a remote message stamped `mqttq-bridge` with one of them is
+    our own export coming back, acknowledged and dropped.
     The Delivery's topic is the remote topic mapped by `topic_rewrite` and `topic_prefix`;
     its user properties carry `mqttq-bridge = <name>`; its `client_id` is the bridge's.
     """
@@ -40,7 +41,7 @@ class BridgeSource:
         deliver: Deliver,
         *,
         tenant: str = "default",
-        own_origins: Collection[str] = (),
+        own_origins: Container[str] = frozenset(),
         where: str = "",
         backoff: Backoff | None = None,
     ) -> None:
@@ -48,7 +49,8 @@ class BridgeSource:
         self.name = name
         self.deliver = deliver
         self.tenant = tenant
-        self.own_origins = frozenset(own_origins)
+        self.own_origins = own_origins
+        """Asked per message: a live view sees out bridges added after this one."""
         self.where = where or f"integration[{name}]"
         self.backoff = backoff if backoff is not None else Backoff()
         self.last_error: str | None = None
