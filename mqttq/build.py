@@ -39,6 +39,10 @@ COMPILED_MODULES: Final = (
     "mqttq.broker.delivery.intake",
     "mqttq.broker.delivery.pending",
     "mqttq.broker.net.plain_tcp",
+    # What a session needs of its connection and of the hub: compiled base classes, so that
+    # the session's calls through them stay native (virtual) calls.
+    "mqttq.broker.sessions.host",
+    "mqttq.broker.sessions.outlet",
     "mqttq.broker.sessions.session",
     # Read for every message: the counters it bumps and the tenant space it routes in.
     "mqttq.broker.delivery.stats",
@@ -59,6 +63,7 @@ COMPILED_MODULES: Final = (
     "mqttq.protocol.connect",
     "mqttq.protocol.connection",
     "mqttq.protocol.inflight",
+    "mqttq.protocol.outbound",
     "mqttq.protocol.state",
     # ReasonCode, which the codec and the hot path read (the ground floor under mqttq.errors).
     "mqttq.reasons",

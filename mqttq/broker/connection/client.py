@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Final, cast
 from mqttq.broker.connection.dispatch import HANDLERS, on_puback, on_publish
 from mqttq.broker.delivery.pending import OrderedSteps
 from mqttq.broker.net.listeners import TCP, ListenerKind
+from mqttq.broker.sessions.outlet import Outlet
 from mqttq.codec.packets import (
     ConnackPacket,
     ConnectPacket,
@@ -52,8 +53,9 @@ CLOSE_LINGER = 2.0
 """Seconds a closing connection keeps reading (and discarding) after its last packet."""
 
 
-class Client(asyncio.Protocol):
-    """One network connection of a client (see the module docstring)."""
+class Client(Outlet):
+    """One network connection of a client (see the module docstring); the `Outlet` its
+    session delivers through."""
 
     __slots__ = (
         "_blocked",
@@ -66,16 +68,11 @@ class Client(asyncio.Protocol):
         "_timer_slot",
         "client_id",
         "closed",
-        "conn",
         "counted",
         "identity",
         "life",
-        "listener",
-        "normal_disconnect",
         "session",
         "space",
-        "transport",
-        "writable",
     )
 
     def __init__(self, life: Lifecycle, listener: ListenerKind = TCP) -> None:
@@ -117,14 +114,6 @@ class Client(asyncio.Protocol):
 
     def __repr__(self) -> str:
         return f"<Client {self.client_id!r} {self.peer}>"
-
-    @property
-    def peer(self) -> str:
-        """The client's address as "host:port", for log lines ("?" once unknown); asked of
-        the transport only when a line needs it, so an idle connection keeps no copy."""
-        transport = self.transport
-        peer = None if transport is None else transport.get_extra_info("peername")
-        return f"{peer[0]}:{peer[1]}" if peer else "?"
 
     # ------------------------------------------------------------------ asyncio.Protocol
 

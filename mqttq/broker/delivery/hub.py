@@ -33,6 +33,7 @@ from mqttq.broker.delivery.pending import (
 )
 from mqttq.broker.delivery.stats import BrokerStats
 from mqttq.broker.delivery.tenants import TenantSpace
+from mqttq.broker.sessions.host import SessionHost
 from mqttq.broker.sessions.session import Session
 from mqttq.codec.packets import PublishPacket, SubscribePacket, UnsubscribePacket
 from mqttq.config import MqttSettings
@@ -67,7 +68,7 @@ logger = logging.getLogger("mqttq.broker.hub")
 _GRANTED = (ReasonCode.GRANTED_QOS_0, ReasonCode.GRANTED_QOS_1, ReasonCode.GRANTED_QOS_2)
 
 
-class Hub:
+class Hub(SessionHost):
     """Every session of one broker, and each tenant's namespace (router, retained
     messages); client ids are unique across tenants, topics only within one."""
 
@@ -75,10 +76,16 @@ class Hub:
         self.settings = settings
         self.storage = storage
         self.limits = limits
+        stats = BrokerStats()
+        super().__init__(
+            stats,
+            BackgroundTasks(stats.storage_latency),
+            EncodedPublishes(),
+            settings.max_queued_messages,
+            settings.queue_full_policy == "reject_new",
+        )
         self.spaces: dict[str, TenantSpace] = {}
         self.sessions: dict[str, Session] = {}
-        self.stats = BrokerStats()
-        self.tasks = BackgroundTasks(self.stats.storage_latency)
         chunk = storage.enqueue_chunk if isinstance(storage, ChunkedQueueStore) else None
         inbox_store = storage if isinstance(storage, InboxStore) else None
         self._batcher = EnqueueBatcher(
@@ -88,8 +95,6 @@ class Hub:
             None if inbox_store is None else inbox_store.enqueue_logged,
         )
         self._removals = RemoveBatcher(storage.remove_many, self.tasks)
-        self.max_queued_messages = settings.max_queued_messages
-        self.reject_when_full = settings.queue_full_policy == "reject_new"
         self.inbox: PublishInbox | None = None
         """The publish inbox (broker/delivery/inbox.py), with a store that has one; not under
         reject_new, whose 0x97 answer needs the fan-out before the PUBACK."""
@@ -97,8 +102,6 @@ class Hub:
             self.inbox = PublishInbox(self, inbox_store)
         self._queue_qos0 = settings.queue_qos0
         self._online = self.is_online  # one bound method, not one per PUBLISH
-        self.encoded = EncodedPublishes()
-        """PUBLISH bytes of messages going to several sessions (Session.send_publish)."""
         self.app_log: AppLog | None = None
         """APPLICATION clients' Kafka topics (with `storage.log = "kafka"`), set by the
         broker before it starts."""
@@ -577,13 +580,12 @@ class Hub:
             self.storage.save_session(record), "save_session", session.client_id
         )
 
-    def forget(self, session: Session, packet_id: int) -> None:
+    def forget(self, client_id: str, packet_id: int) -> None:
         """A stored entry's flow ended (PUBACK, PUBCOMP, expired, discarded)."""
-        self._removals.remove(session.client_id, packet_id)
+        self._removals.remove(client_id, packet_id)
 
-    def mark_pubrel(self, session: Session, packet_id: int) -> asyncio.Future[None]:
+    def mark_pubrel(self, client_id: str, packet_id: int) -> asyncio.Future[None]:
         """PUBREC received for a stored entry; PUBREL goes out once this settles."""
-        client_id = session.client_id
         return self.tasks.spawn(
             self.storage.mark_pubrel(client_id, packet_id), "mark_pubrel", client_id
         )

@@ -15,6 +15,7 @@ from mqttq.broker.connection.client import Client
 from mqttq.broker.connection.timers import TimerWheel
 from mqttq.broker.delivery.hub import Hub
 from mqttq.broker.sessions.endings import SessionEndings
+from mqttq.broker.sessions.outlet import Outlet
 from mqttq.broker.sessions.restore import restore_sessions
 from mqttq.broker.sessions.session import Session
 from mqttq.codec.enums import ProtocolLevel
@@ -381,7 +382,7 @@ class Lifecycle:
             )
         session.expiry_interval = new
 
-    def connections(self) -> list[Client]:
+    def connections(self) -> list[Outlet]:
         """Every open connection: those still connecting and the sessions' clients."""
         attached = [s.client for s in self.hub.sessions.values() if s.client is not None]
         return [*self.connecting, *attached]

@@ -1,11 +1,17 @@
 """Session: the state the broker keeps for one client id, and its outgoing message flow.
 
 Outgoing QoS 1/2 messages wait in `queue` until the client's Receive Maximum leaves room
-[MQTT-4.9.0-2]; sent ones sit in `inflight` (packet id -> entry, in send order) until
-PUBACK / PUBCOMP. A persistent session's entries come from storage, which assigned their
+[MQTT-4.9.0-2]; sent ones sit in `inflight`, an `OutboundWindow` (protocol/outbound.py:
+packet id -> entry in send order, and the table of their acknowledgements) until PUBACK /
+PUBCOMP. A persistent session's entries come from storage, which assigned their
 packet ids; on reconnect they are fetched again and the in-flight ones re-sent with DUP=1,
 PUBREL for those that got PUBREC [MQTT-4.4.0-1]. A non-persistent session keeps all of it
 in memory and allocates packet ids when it sends.
+
+A session names what it needs, not who provides it: its connection is an `Outlet`
+(broker/sessions/outlet.py, a `Client`), the broker holding it a `SessionHost`
+(broker/sessions/host.py, the `Hub`), and a connected APPLICATION session's
+acknowledgements go to an `ApplicationFlow` (its Kafka consumers).
 """
 
 from __future__ import annotations
@@ -16,39 +22,67 @@ import time
 from collections import deque
 from collections.abc import Callable
 from struct import Struct
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from mqttq.auth.model import ClientType
+from mqttq.broker.sessions.host import SessionHost
+from mqttq.broker.sessions.outlet import Outlet
 from mqttq.codec.packets import PubrelPacket, Will
+from mqttq.errors import ProtocolError
 from mqttq.model import Message
-from mqttq.protocol.inflight import PacketIdAllocator
+from mqttq.protocol.outbound import OutboundWindow
 from mqttq.reasons import ReasonCode
 from mqttq.storage.ports import QueuedMessage
 
 if TYPE_CHECKING:
     import asyncio
 
-    from mqttq.broker.connection.client import Client
-    from mqttq.broker.delivery.hub import Hub
     from mqttq.broker.delivery.tenants import TenantSpace
-    from mqttq.broker.distributed.app_session import AppClient
 
-__all__ = ["Session"]
+__all__ = ["ApplicationFlow", "Session"]
 
 logger = logging.getLogger("mqttq.broker.session")
 
 _pack_packet_id: Final = Struct("!H").pack
 
-_NO_INFLIGHT: Final[dict[int, QueuedMessage]] = {}
+_NO_INFLIGHT: Final = OutboundWindow()
 """Shared by every session with nothing in flight yet (never written to: `_in_flight`
-gives a session its own dict before the first entry)."""
+gives a session its own window before the first entry)."""
+
+
+class ApplicationFlow(Protocol):
+    """Where a connected persistent APPLICATION session's acknowledgements go instead of
+    its own window (mqttq/broker/distributed/app_session.py `AppClient`, with the message
+    log on): a Protocol, as its calls leave compiled code anyway."""
+
+    def on_puback(self, packet_id: int) -> None: ...
+
+    def on_pubrec(self, packet_id: int, reason_code: ReasonCode) -> bool: ...
+
+    def pubrel_for(self, packet_id: int) -> PubrelPacket: ...
+
+    def on_pubcomp(self, packet_id: int) -> None: ...
+
+    def sync_shared(self) -> asyncio.Future[None] | None:
+        """Follow the session's `$share` subscriptions; the future settles once the new
+        ones are consumed (None when there are none)."""
+        ...
+
+    def pause_writing(self) -> None:
+        """The connection's write buffer is full: stop consuming."""
+        ...
+
+    def resume_writing(self) -> None: ...
+
+    async def stop(self) -> None:
+        """The connection ended: stop consuming, save what is in flight."""
+        ...
 
 
 class Session:
     """One MQTT session [MQTT-4.1], online (with a `client`) or offline."""
 
     __slots__ = (
-        "_ids",
         "app",
         "awaiting_pubrel",
         "client",
@@ -74,7 +108,7 @@ class Session:
 
     def __init__(  # noqa: PLR0917 (what one session is made of)
         self,
-        hub: Hub,
+        hub: SessionHost,
         client_id: str,
         protocol_level: int,
         expiry_interval: int,
@@ -89,18 +123,16 @@ class Session:
         self.protocol_level = protocol_level
         self.expiry_interval = expiry_interval
         """Seconds the session outlives its connection; 0 = not persistent."""
-        self.client: Client | None = None
+        self.client: Outlet | None = None
         self.ready = False
         """True once the online client got its CONNACK and re-sent messages."""
         self.ended = False
         """Set when the session is discarded; late deliveries to it are dropped."""
         self.queue: deque[QueuedMessage] | None = None
         """Created with the first message that has to wait (an idle session has none)."""
-        self.inflight: dict[int, QueuedMessage] = _NO_INFLIGHT
+        self.inflight: OutboundWindow = _NO_INFLIGHT
         """QoS 1/2 deliveries awaiting their acknowledgement, by packet id; the shared
-        empty dict until the first one (an idle session holds none)."""
-        self._ids: PacketIdAllocator | None = None
-        """Created by the first packet id this session allocates itself (non-persistent)."""
+        empty window until the first one (an idle session holds none)."""
         self.awaiting_pubrel: set[int] | None = None
         """Inbound QoS 2 ids awaiting PUBREL [MQTT-4.3.3-10]: handed to each connection of
         the session, which creates it on the first QoS 2 PUBLISH, and taken back when the
@@ -118,7 +150,7 @@ class Session:
         self.feed: Callable[[QueuedMessage], None] | None = None
         """For an integration's session (never online): hears of each entry stored for it,
         and makes QoS 0 messages stored too (mqttq/broker/integrations.py)."""
-        self.app: AppClient | None = None
+        self.app: ApplicationFlow | None = None
         """The Kafka consumers of a connected persistent APPLICATION session (with the
         message log on): its acknowledgements go to them."""
 
@@ -213,7 +245,7 @@ class Session:
             if not client.writable:
                 break
 
-    def _send_entry(self, client: Client, entry: QueuedMessage) -> None:
+    def _send_entry(self, client: Outlet, entry: QueuedMessage) -> None:
         """Send one entry the window has room for; QoS 1/2 ones stay in flight."""
         message = entry.message
         if message.qos == 0:
@@ -223,10 +255,7 @@ class Session:
             return
         inflight = self._in_flight()
         if not entry.packet_id:
-            ids = self._ids
-            if ids is None:
-                ids = self._ids = PacketIdAllocator(inflight)
-            entry.packet_id = ids.allocate()
+            entry.packet_id = inflight.allocate()
         packet_id = entry.packet_id
         resend = self.resend_ids
         dup = False
@@ -237,7 +266,7 @@ class Session:
         # for many sessions (storage hands them the same objects), so it shares encodings.
         shared = 0 < entry.serial <= self.fetched_serial
         if self.send_publish(client, message, message.qos, packet_id, dup, shared):
-            inflight[packet_id] = entry
+            inflight.sent(entry)
         else:
             logger.debug(
                 "%s: message on %r larger than the client's Maximum Packet Size, "
@@ -247,17 +276,16 @@ class Session:
             )
             self._finish(entry)  # [MQTT-3.1.2-25]
 
-    def _in_flight(self) -> dict[int, QueuedMessage]:
-        """`inflight`, made the session's own dict first if it is still the shared one
-        (the packet id allocator keeps the same dict)."""
+    def _in_flight(self) -> OutboundWindow:
+        """`inflight`, made the session's own window first if it is still the shared one."""
         inflight = self.inflight
         if inflight is _NO_INFLIGHT:
-            inflight = self.inflight = {}
+            inflight = self.inflight = OutboundWindow()
         return inflight
 
     def send_publish(  # noqa: PLR0917 (the PUBLISH's fields, and how to encode it)
         self,
-        client: Client,
+        client: Outlet,
         message: Message,
         qos: int,
         packet_id: int | None,
@@ -306,7 +334,7 @@ class Session:
     def _finish(self, entry: QueuedMessage) -> None:
         """The flow of `entry` is over (acknowledged, expired or discarded)."""
         if self.persistent and entry.serial:
-            self.hub.forget(self, entry.packet_id)
+            self.hub.forget(self.client_id, entry.packet_id)
 
     # ------------------------------------------------------------------ acknowledgements
 
@@ -315,11 +343,11 @@ class Session:
         if self.app is not None:
             self.app.on_puback(packet_id)
             return
-        entry = self.inflight.get(packet_id)
-        if entry is None or entry.message.qos != 1:
-            logger.debug("%s: PUBACK for unknown packet id %d", self.client_id, packet_id)
+        try:
+            entry = self.inflight.puback_received(packet_id)
+        except ProtocolError as error:
+            self._ignored(error)
             return
-        del self.inflight[packet_id]
         self._finish(entry)
         self.pump()
 
@@ -332,25 +360,24 @@ class Session:
         if self.app is not None:
             self.app.on_pubrec(packet_id, reason_code)
             return None
-        entry = self.inflight.get(packet_id)
-        if entry is None or entry.message.qos != 2:
+        try:
+            entry = self.inflight.pubrec_received(packet_id, reason_code)
+        except ProtocolError as error:
+            self._ignored(error)
             return None
         if reason_code >= 0x80:
-            del self.inflight[packet_id]
             self._finish(entry)
             self.pump()
             return None
-        entry.pubrel = True
         if self.persistent and entry.serial:
-            return self.hub.mark_pubrel(self, packet_id)
+            return self.hub.mark_pubrel(self.client_id, packet_id)
         return None
 
     def pubrel_for(self, packet_id: int) -> PubrelPacket:
         """The PUBREL answering a PUBREC: 0x92 when the id is not in flight [MQTT-4.3.3]."""
         if self.app is not None:
             return self.app.pubrel_for(packet_id)
-        entry = self.inflight.get(packet_id)
-        if entry is None or not entry.pubrel:
+        if not self.inflight.awaiting_pubcomp(packet_id):
             return PubrelPacket(packet_id, ReasonCode.PACKET_IDENTIFIER_NOT_FOUND)
         return PubrelPacket(packet_id)
 
@@ -359,13 +386,18 @@ class Session:
         if self.app is not None:
             self.app.on_pubcomp(packet_id)
             return
-        entry = self.inflight.get(packet_id)
-        if entry is None or not entry.pubrel:
-            logger.debug("%s: PUBCOMP for unknown packet id %d", self.client_id, packet_id)
+        try:
+            entry = self.inflight.pubcomp_received(packet_id)
+        except ProtocolError as error:
+            self._ignored(error)
             return
-        del self.inflight[packet_id]
         self._finish(entry)
         self.pump()
+
+    def _ignored(self, error: ProtocolError) -> None:
+        """An acknowledgement the outbound window refused (unknown packet id, or not the
+        one its delivery awaits): logged and ignored, the connection stays."""
+        logger.debug("%s: %s, ignored", self.client_id, error.message)
 
     # ------------------------------------------------------------------ connection changes
 
@@ -385,7 +417,7 @@ class Session:
         queue = self.queue
         for entry in entries:
             if entry.pubrel:
-                self._in_flight()[entry.packet_id] = entry
+                self._in_flight().sent(entry)
                 client.send(PubrelPacket(entry.packet_id))
             else:
                 if queue is None:
@@ -402,7 +434,7 @@ class Session:
         self.client = None
         self.ready = False
         if self.persistent:
-            sent = {i for i, entry in self.inflight.items() if not entry.pubrel}
+            sent = self.inflight.unacknowledged()
             if sent:
                 if self.resend_ids is None:
                     self.resend_ids = sent

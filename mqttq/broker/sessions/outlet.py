@@ -1,0 +1,80 @@
+"""Outlet: what a session needs of the connection it is delivered through.
+
+A session sends PUBLISHes and PUBRELs, reads the client's Receive Maximum and whether its
+encodings can be shared (`conn`), and stops while the connection is not `writable`. The
+broker around a session ends its connection (`kick`, `normal_disconnect`) and shows where
+it comes from (`listener`, `peer`, `transport`). `Client`
+(broker/connection/client.py) is the one Outlet; naming this base class instead of it
+keeps `session.py` below the connection code it serves.
+
+A base class rather than a `typing.Protocol` on purpose (as `Intake`): under mypyc a call
+through a compiled base class is a native virtual call, a call through a Protocol a
+Python-level one, and a session calls its outlet for every message it delivers. It extends
+`asyncio.Protocol` because `Client` does and mypyc allows a native class one base only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from mqttq.broker.net.listeners import ListenerKind
+from mqttq.codec.packets import Packet
+from mqttq.codec.properties import Properties
+from mqttq.protocol.connection import MqttConnection
+from mqttq.reasons import ReasonCode
+
+__all__ = ["Outlet"]
+
+
+class Outlet(asyncio.Protocol):
+    """One connection as a session sees it (see the module docstring)."""
+
+    __slots__ = ("conn", "listener", "normal_disconnect", "transport", "writable")
+
+    conn: MqttConnection
+    """The sans-I/O connection: the client's Receive Maximum (`client_receive_maximum`),
+    `takes_shared_encoding`, the protocol level."""
+    writable: bool
+    """False while the transport is above its high-water mark: deliveries wait."""
+    normal_disconnect: bool
+    """DISCONNECT 0x00 received (or an administrative removal): no will is published
+    [MQTT-3.14.4-3]."""
+    listener: ListenerKind
+    """The listener the connection came through (tcp, tls, ws, wss)."""
+    transport: asyncio.Transport | None
+    """The socket's transport once the connection is made."""
+
+    @property
+    def peer(self) -> str:
+        """The client's address as "host:port", for log lines ("?" once unknown); asked of
+        the transport only when a line needs it, so an idle connection keeps no copy."""
+        transport = self.transport
+        peer = None if transport is None else transport.get_extra_info("peername")
+        return f"{peer[0]}:{peer[1]}" if peer else "?"
+
+    def send(self, packet: Packet) -> None:
+        """Encode `packet` (a PUBREL, for a session) into the connection's buffer."""
+        raise NotImplementedError
+
+    def send_message(  # noqa: PLR0917 (the fields of the PublishPacket it avoids building)
+        self,
+        topic: str,
+        payload: bytes,
+        qos: int,
+        retain: bool,
+        dup: bool,
+        packet_id: int | None,
+        properties: Properties,
+    ) -> bool:
+        """Write a PUBLISH given by its fields; False when it exceeds the client's Maximum
+        Packet Size [MQTT-3.1.2-25] (nothing is written)."""
+        raise NotImplementedError
+
+    def send_encoded_publish(self, data: bytes) -> bool:
+        """Write an already encoded PUBLISH; False as `send_message`."""
+        raise NotImplementedError
+
+    def kick(self, reason_code: ReasonCode, reason_string: str | None = None) -> None:
+        """Close the connection from the server's side with `reason_code` (DISCONNECT at
+        5.0); the session is released at once."""
+        raise NotImplementedError
