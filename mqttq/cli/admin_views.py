@@ -280,28 +280,25 @@ _STATUS_KEYS: Final = (
 """The status keys of an integration (what it did); the rest of its object is its spec."""
 
 
-def _error_cell(status: Mapping[str, Any], width: int | None = None) -> str:
-    """The last error and when; cut to `width` characters (a table row), whole in `show`."""
+def _error_cell(status: Mapping[str, Any]) -> str:
+    """The last error and when."""
     error = status.get("last_error")
     if not error:
         return "-"
     text = str(error)
-    if width is not None and len(text) > width:
-        text = text[: width - 1] + "…"
     when = status.get("last_error_at")
     return f"{text} ({_time(when)})" if when else text
 
 
 def render_integrations(statuses: Sequence[Mapping[str, Any]]) -> None:
     """Integrations as a table, one row each: type, state, lag, delivered, retried,
-    dead-lettered, and the last error with when (a dash where nothing is known: a store
-    read while no broker runs has no counters)."""
+    dead-lettered (a dash where nothing is known: a store read while no broker runs has no
+    counters); below it, each integration's last error with when."""
     table = Table()
     for header in ("name", "type", "state"):
         table.add_column(header, no_wrap=True)
     for header in ("lag", "delivered", "retried", "dead-lettered"):
         table.add_column(header, justify="right", no_wrap=True)
-    table.add_column("last error", overflow="fold")
     for status in statuses:
         table.add_row(
             str(status.get("name")),
@@ -311,11 +308,13 @@ def render_integrations(statuses: Sequence[Mapping[str, Any]]) -> None:
             _number(status.get("delivered")),
             _number(status.get("retried")),
             _number(status.get("dead_lettered")),
-            _error_cell(status, width=40),
         )
     console = _stdout()
     console.print(table)
     console.print(_count(len(statuses), "integration"))
+    for status in statuses:
+        if status.get("last_error"):
+            console.print(f"{status.get('name')}: last error: {_error_cell(status)}")
 
 
 def render_integration(status: Mapping[str, Any]) -> None:
