@@ -116,10 +116,11 @@ def test_matching_messages_reach_the_webhook_in_order_with_their_envelope(
         assert first["retain"] is True
         assert before_ms <= first["timestamp"] <= after_ms
         assert envelopes[sent_one[1]]["retain"] is False
-        alert = envelopes[sent_two[3]]
-        assert (alert["topic"], alert["qos"], alert["retain"]) == ("alerts/door", 0, False)
-        assert alert["client_id"] == "dev-2" and alert["tenant"] == "default"
-        assert before_ms <= alert["timestamp"] <= after_ms
+        at_most_once = envelopes[sent_two[3]]
+        assert (at_most_once["topic"], at_most_once["qos"]) == ("alerts/door", 0)
+        assert at_most_once["retain"] is False
+        assert (at_most_once["client_id"], at_most_once["tenant"]) == ("dev-2", "default")
+        assert before_ms <= at_most_once["timestamp"] <= after_ms
         assert {r.path for r in receiver.requests} == {"/ingest"}
     finally:
         receiver.stop()
@@ -480,7 +481,8 @@ def test_rows_appear_in_a_postgresql_table_it_created(
         except psycopg.errors.UndefinedTable:
             return []
 
-    found = wait_for(lambda: len(rows()) >= len(sent) + 1 and rows(), what="the rows")
+    wait_for(lambda: len(rows()) >= len(sent) + 1, what="the rows")
+    found = rows()
     assert found[: len(sent)] == [
         ("sensors/kitchen", "dev-1", "default", 1, False, reading, None) for reading in sent
     ]
