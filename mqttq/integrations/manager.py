@@ -383,6 +383,11 @@ class IntegrationManager:
         running.worker = IntegrationWorker(
             spec.name, sink, running.backlog, self.runtime.dead_letters, spec.delivery
         )
+        previous = self._running.get(spec.name)
+        if previous is not None and previous.worker is not None:
+            # A changed integration counts on: its totals are the integration's, not the
+            # worker's (Prometheus counters must not fall back to 0 on an edit).
+            running.worker.stats = previous.worker.stats
         if item.paused:
             running.worker.pause()
         running.task = asyncio.create_task(running.worker.run(), name=f"integration {spec.name}")

@@ -470,3 +470,24 @@ def test_follow_logs_a_change_it_cannot_apply_and_applies_the_next(
     asyncio.run(scenario())
     assert "cannot apply a change of hook" in caplog.text
     assert "is not open" in caplog.text
+
+
+def test_counts_go_on_across_a_change(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        runtime = MemoryRuntime()
+        async with (
+            Receiver() as receiver,
+            sqlite_store(tmp_path / "auth.db") as store,
+            running(IntegrationManager(store, runtime)) as manager,
+        ):
+            await manager.create(hook(receiver))
+            runtime.backlogs["hook"].add(message(1))
+            await wait_until(lambda: manager.status("hook")["delivered"] == 1)
+            await manager.update("hook", {"batch_size": 5})
+            runtime.backlogs["hook"].add(message(2))
+            await wait_until(lambda: manager.status("hook")["delivered"] == 2)
+            await manager.remove("hook")
+            await manager.create(hook(receiver))  # a new integration of the same name
+            assert manager.status("hook")["delivered"] == 0
+
+    asyncio.run(scenario())
