@@ -9,6 +9,7 @@ Every process started here gets its own process group and is stopped by `stop_al
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -120,6 +121,20 @@ class Integrations:
         self.client = AdminClient(str(discovery["url"]), token, timeout=30.0)
         self.broker = broker
 
+    def metric(self, family: str) -> float:
+        """The sum of every sample of one /metrics family (all its labels)."""
+        request = urllib.request.Request(
+            f"{self.client.url}/metrics", headers={"Authorization": f"Bearer {self.client.token}"}
+        )
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            text = answer.read().decode()
+        total = 0.0
+        for line in text.splitlines():
+            name = line.split("{", 1)[0].split(" ", 1)[0]
+            if name in (family, f"{family}_total"):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
     def status(self, name: str) -> dict[str, Any]:
         """The integration as `mqttq integration ls --json` prints it."""
         return self.client.get_integration(name)
@@ -203,3 +218,43 @@ def read_topic_times(bootstrap: str, topic: str, start: dict[int, int]) -> list[
         return times
     finally:
         consumer.close()
+
+
+class Profiler:
+    """`py-spy record` of process `pid` (every thread, GIL idle excluded) into `path` as
+    collapsed stacks (--format raw), until `stop()`. Needs py-spy on PATH or next to python."""
+
+    def __init__(self, pid: int, path: Path) -> None:
+        spy = Path(sys.executable).with_name("py-spy")
+        argv = [str(spy) if spy.exists() else "py-spy", "record", "--pid", str(pid)]
+        argv += ["--output", str(path), "--format", "raw", "--rate", "250", "--threads"]
+        self.path = path
+        self.process = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+        )
+        time.sleep(0.5)  # attached before the load starts
+        if self.process.poll() is not None:
+            assert self.process.stderr is not None
+            raise RunFailed(f"py-spy failed: {self.process.stderr.read().decode().strip()}")
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGINT)
+        try:
+            self.process.wait(60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def thread_cpu_seconds(pid: int) -> dict[str, float]:
+    """On-CPU seconds so far of each live thread of `pid`, summed by thread name (comm):
+    the event loop (MainThread is the process's name), the SQLite writer, pools..."""
+    by_name: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            seconds = int((task / "schedstat").read_text().split()[0]) / 1e9
+        except (OSError, ValueError):
+            continue  # the thread ended meanwhile
+        by_name[name] = by_name.get(name, 0.0) + seconds
+    return by_name

@@ -84,6 +84,8 @@ class Load:
     linger_ms: int
     stall: float
     """Seconds without progress of the delivered counter before the run is given up."""
+    profile: Path | None = None
+    """Where `py-spy record` writes the broker's collapsed stacks during a sink run."""
 
     @property
     def messages(self) -> int:
@@ -107,10 +109,15 @@ def integration_toml(kind: str, load: Load, **keys: object) -> str:
     return "\n".join(lines) + "\n"
 
 
+BROKER_ENV: dict[str, str] = {}
+"""MQTTQ_* settings for every broker started here (--broker-env), set once by main."""
+
+
 def broker_env() -> dict[str, str]:
-    """MQTTQ_PURE passes through to the broker (start_mqttq drops every other MQTTQ_*)."""
+    """MQTTQ_PURE passes through to the broker (start_mqttq drops every other MQTTQ_*),
+    with the --broker-env settings."""
     pure = os.environ.get("MQTTQ_PURE")
-    return {"MQTTQ_PURE": pure} if pure else {}
+    return {**({"MQTTQ_PURE": pure} if pure else {}), **BROKER_ENV}
 
 
 def publish(broker: BrokerProcess, core: str | None, load: Load, count: int) -> dict[str, Any]:
@@ -141,11 +148,18 @@ def sink_run(
     `sink_times()` gives (messages the sink has, first and last arrival) at the end."""
     admin = services.Integrations(broker)
     before = admin.status(NAME)["delivered"]
+    profiler = services.Profiler(broker.pid, load.profile) if load.profile else None
     cpu0 = on_cpu_seconds(broker.pid)
+    threads0 = services.thread_cpu_seconds(broker.pid)
     started = time.time()
-    load_result = publish(broker, tool_core, load, load.count)
-    status = admin.wait(NAME, "delivered", before + load.messages, load.stall)
-    cpu = on_cpu_seconds(broker.pid) - cpu0
+    try:
+        load_result = publish(broker, tool_core, load, load.count)
+        status = admin.wait(NAME, "delivered", before + load.messages, load.stall)
+        cpu = on_cpu_seconds(broker.pid) - cpu0
+        threads = services.thread_cpu_seconds(broker.pid)
+    finally:
+        if profiler is not None:
+            profiler.stop()
     delivered = status["delivered"] - before
     at_sink, first, last = sink_times()
     return {
@@ -157,6 +171,11 @@ def sink_run(
         "first_to_last_s": last - first,
         "publish_to_last_s": last - started,
         "broker_cpu_us_per_msg": cpu / max(1, delivered) * 1e6,
+        "broker_threads_cpu_us_per_msg": {
+            name: round((seconds - threads0.get(name, 0.0)) / max(1, delivered) * 1e6, 1)
+            for name, seconds in threads.items()
+            if seconds - threads0.get(name, 0.0) > 0.001
+        },
         "failed": status["failed"],
         "retried": status["retried"],
         "dead_lettered": status["dead_lettered"],
@@ -264,8 +283,18 @@ def run_overhead(work: Path, load: Load, pairs: int, duration: float) -> dict[st
             "command": " ".join(argv),
         }
         if mode == "with":
-            status = services.Integrations(broker).status(NAME)
-            row.update(integration_delivered=status["delivered"], integration_lag=status["lag"])
+            # Everything acknowledged must reach the receiver: wait until the counter
+            # stops moving, then compare.
+            acked = result["messages"]["acknowledged"]
+            admin = services.Integrations(broker)
+            status = admin.wait(NAME, "delivered", acked, load.stall, short_ok=True)
+            row.update(
+                acknowledged=acked,
+                integration_delivered=status["delivered"],
+                at_receiver=receiver.stats()["messages"],
+                integration_lost=acked - status["delivered"],
+                broker_dropped=admin.metric("mqttq_messages_dropped"),
+            )
         rows[mode] = row
         stop_all()
         services.stop_all()
@@ -328,6 +357,7 @@ def run_backlog_memory(work: Path, load: Load) -> dict[str, Any]:
         "delivered": done["delivered"],
         "at_sink": stats["messages"],
         "lost": load.messages - stats["messages"],
+        "broker_dropped": admin.metric("mqttq_messages_dropped"),
         "drained_per_s": delivered_rate(done["delivered"], drain_start, stats["last"]),
         "rss_after_drain_mib": broker.status_bytes("VmRSS") / 2**20,
         "lag_at_end": done["lag"],
@@ -404,10 +434,35 @@ def main() -> None:
     parser.add_argument("--pairs", type=int, default=100, help="overhead: p2p pairs")
     parser.add_argument("--duration", type=float, default=15.0, help="overhead: seconds")
     parser.add_argument("--doc", action="store_true", help="write the section(s) of the docs")
+    parser.add_argument(
+        "--broker-env",
+        action="append",
+        default=[],
+        metavar="MQTTQ_KEY=VALUE",
+        help="a setting for the broker, e.g. MQTTQ_MQTT__MAX_QUEUED_MESSAGES=65535",
+    )
+    parser.add_argument("--doc-file", type=Path, default=DOCS, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        metavar="FILE",
+        help="http, kafka, bridge: py-spy's collapsed stacks of the broker during the load",
+    )
     args = parser.parse_args()
     install_sigterm_handler()
+    for item in args.broker_env:
+        key, sep, value = item.partition("=")
+        if not sep or not key.startswith("MQTTQ_"):
+            parser.error(f"--broker-env wants MQTTQ_KEY=VALUE, got {item!r}")
+        BROKER_ENV[key] = value
     load = Load(
-        args.publishers, args.count, args.inflight, args.batch_size, args.linger_ms, args.stall
+        args.publishers,
+        args.count,
+        args.inflight,
+        args.batch_size,
+        args.linger_ms,
+        args.stall,
+        args.profile.resolve() if args.profile else None,
     )
     chosen = SCENARIOS if args.scenario == "all" else (args.scenario,)
     command = "python " + " ".join(
@@ -431,7 +486,7 @@ def main() -> None:
         print(json.dumps(result, indent=2), flush=True)
         if args.doc:
             one = command.replace(f" {args.scenario}", f" {scenario}", 1)
-            write_section(DOCS, f"integrations-{scenario}", markdown(result, one))
+            write_section(args.doc_file, f"integrations-{scenario}", markdown(result, one))
     raise SystemExit(1 if failed else 0)
 
 
