@@ -75,8 +75,7 @@ async def serve(port: int) -> None:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", port)
     await site.start()
-    server = site._server  # the bound port when asked for port 0
-    bound = server.sockets[0].getsockname()[1] if server is not None else port  # type: ignore[union-attr]
+    bound = runner.addresses[0][1]  # the port bound when asked for port 0
     sys.stdout.write(f"port={bound}\n")
     sys.stdout.flush()
     await asyncio.Event().wait()

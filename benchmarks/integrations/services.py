@@ -169,7 +169,7 @@ def create_log_append_topic(bootstrap: str, topic: str, partitions: int) -> None
     """Create `topic` with message.timestamp.type=LogAppendTime: each record's timestamp is
     when Kafka wrote it, the sink-side time the delivered rate is measured over."""
     from confluent_kafka.admin import AdminClient as KafkaAdmin  # noqa: PLC0415
-    from confluent_kafka.admin import NewTopic  # noqa: PLC0415
+    from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]  # noqa: PLC0415
 
     admin = KafkaAdmin({"bootstrap.servers": bootstrap})
     config = {"message.timestamp.type": "LogAppendTime"}

@@ -32,6 +32,11 @@ as the sink saw it. Broker CPU per delivered message comes from /proc (schedstat
         [--batch-size 500] [--doc]
     python benchmarks/integrations/throughput.py kafka|bridge|overhead|backlog-memory ...
     python benchmarks/integrations/throughput.py all --doc
+
+Options: `--profile FILE` (http, kafka, bridge) records the broker's stacks with py-spy
+(collapsed, every thread) during the load; `--broker-env MQTTQ_KEY=VALUE` sets a broker
+setting (e.g. `MQTTQ_MQTT__MAX_QUEUED_MESSAGES=65535`); `MQTTQ_PURE=1` in the environment
+runs the broker from its sources (needed while the compiled build is older than them).
 """
 
 from __future__ import annotations
@@ -386,24 +391,13 @@ def markdown(result: dict[str, Any], command: str) -> str:
         "| figure | value |",
         "|---|---:|",
     ]
-    for key, value in result.items():
-        if key in ("scenario", "config", "load_average") or isinstance(value, dict):
+    for key, value in _flat(result):
+        if key in ("scenario", "config", "load_average"):
             continue
         shown = f"{value:,.2f}" if isinstance(value, float) else f"{value}"
         if isinstance(value, str) and " " in value:
             shown = f"`{value}`"
         lines.append(f"| {key} | {shown} |")
-    for mode in ("without", "with"):
-        if isinstance(result.get(mode), dict):
-            row = result[mode]
-            lines.append(
-                f"| {mode} integration: published / received msg/s | "
-                f"{row['published_per_s']:,.0f} / {row['received_per_s']:,.0f} |"
-            )
-            lines.append(
-                f"| {mode} integration: broker CPU µs per message | "
-                f"{row['broker_cpu_us_per_msg']:,.1f} |"
-            )
     lines += ["", "The integration:", "", "```toml", result["config"].strip(), "```"]
     return "\n".join(lines)
 
@@ -419,6 +413,32 @@ def run_scenario(scenario: str, work: Path, load: Load, args: argparse.Namespace
     if scenario == "overhead":
         return run_overhead(work, load, args.pairs, args.duration)
     return run_backlog_memory(work, load)
+
+
+def _flat(result: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """(key, value) of every figure; a nested object's keys as `outer.inner`."""
+    items: list[tuple[str, Any]] = []
+    for key, value in result.items():
+        if isinstance(value, dict):
+            items += _flat(value, f"{prefix}{key}.")
+        else:
+            items.append((f"{prefix}{key}", value))
+    return items
+
+
+def shown_command(argv: list[str]) -> str:
+    """The command that reproduces a run, without the options that only say where its
+    output goes (--doc, --doc-file, --profile)."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in ("--doc-file", "--profile"):
+            skip = True
+        elif arg != "--doc" and not arg.startswith(("--doc-file=", "--profile=")):
+            kept.append(arg)
+    return "python benchmarks/integrations/throughput.py " + " ".join(kept)
 
 
 def main() -> None:
@@ -465,9 +485,7 @@ def main() -> None:
         args.profile.resolve() if args.profile else None,
     )
     chosen = SCENARIOS if args.scenario == "all" else (args.scenario,)
-    command = "python " + " ".join(
-        ["benchmarks/integrations/throughput.py", *sys.argv[1:]]
-    ).replace(" --doc", "")
+    command = shown_command(sys.argv[1:])
     failed = False
     for scenario in chosen:
         average = load_average()
