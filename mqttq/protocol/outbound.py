@@ -88,11 +88,15 @@ def next_state(state: int, packet_type: int, reason_code: int) -> int:
     ProtocolError(PROTOCOL_ERROR) when the table has no such pair."""
     step = _STEPS.get(state * 8 + packet_type)
     if step is None:
-        raise ProtocolError(
-            ReasonCode.PROTOCOL_ERROR,
-            f"{PacketType(packet_type).name} not allowed in state {OutboundState(state).name}",
-        )
+        raise _not_in_table(state, packet_type)
     return step[1] if reason_code >= 0x80 else step[0]
+
+
+def _not_in_table(state: int, packet_type: int) -> ProtocolError:
+    return ProtocolError(
+        ReasonCode.PROTOCOL_ERROR,
+        f"{PacketType(packet_type).name} not allowed in state {OutboundState(state).name}",
+    )
 
 
 class OutboundWindow:
@@ -156,7 +160,15 @@ class OutboundWindow:
                 ReasonCode.PACKET_IDENTIFIER_NOT_FOUND,
                 f"{PacketType(packet_type).name} for packet id {packet_id}, not in flight",
             )
-        after = next_state(state_of(entry), packet_type, reason_code)
+        # `state_of` and `next_state` written out: this runs for every acknowledgement.
+        if entry.message.qos == 1:
+            state = _AWAIT_PUBACK
+        else:
+            state = _AWAIT_PUBCOMP if entry.pubrel else _AWAIT_PUBREC
+        step = _STEPS.get(state * 8 + packet_type)
+        if step is None:
+            raise _not_in_table(state, packet_type)
+        after = step[1] if reason_code >= 0x80 else step[0]
         if after == _COMPLETE:
             del entries[packet_id]
         elif after == _AWAIT_PUBCOMP:

@@ -67,7 +67,6 @@ class Client(Outlet):
         "_steps",
         "_timer_slot",
         "client_id",
-        "closed",
         "counted",
         "identity",
         "life",

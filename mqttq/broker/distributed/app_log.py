@@ -34,7 +34,7 @@ from mqttq.storage.kafka.client import (
 from mqttq.storage.ports import AppContextStore
 
 if TYPE_CHECKING:
-    from mqttq.broker.connection.client import Client
+    from mqttq.broker.sessions.outlet import Outlet
     from mqttq.broker.sessions.session import Session
 
 __all__ = ["AppLog"]
@@ -160,7 +160,7 @@ class AppLog:
 
     # ------------------------------------------------------------------ connections
 
-    def attach(self, session: Session, client: Client) -> AppClient:
+    def attach(self, session: Session, client: Outlet) -> AppClient:
         """Start the consumers of a connected persistent APPLICATION session."""
         app = AppClient(self, session, client)
         self.clients[session.client_id] = app

@@ -20,8 +20,8 @@ from mqttq.routing.topics import parse_shared
 from mqttq.storage.kafka.app_topics import app_group, shared_group, shared_topic
 
 if TYPE_CHECKING:
-    from mqttq.broker.connection.client import Client
     from mqttq.broker.distributed.app_log import AppLog
+    from mqttq.broker.sessions.outlet import Outlet
     from mqttq.broker.sessions.session import Session
 
 __all__ = ["AppClient"]
@@ -30,7 +30,7 @@ __all__ = ["AppClient"]
 class AppClient:
     """The consumers of one connected APPLICATION client (see the module docstring)."""
 
-    def __init__(self, log: AppLog, session: Session, client: Client) -> None:
+    def __init__(self, log: AppLog, session: Session, client: Outlet) -> None:
         self.log = log
         self.session = session
         self.client = client

@@ -3,7 +3,8 @@
 A session sends PUBLISHes and PUBRELs, reads the client's Receive Maximum and whether its
 encodings can be shared (`conn`), and stops while the connection is not `writable`. The
 broker around a session ends its connection (`kick`, `normal_disconnect`) and shows where
-it comes from (`listener`, `peer`, `transport`). `Client`
+it comes from (`listener`, `peer`, `transport`); an APPLICATION session's Kafka consumers
+write through it in chunks (`flush_now`, `closed`). `Client`
 (broker/connection/client.py) is the one Outlet; naming this base class instead of it
 keeps `session.py` below the connection code it serves.
 
@@ -29,13 +30,15 @@ __all__ = ["Outlet"]
 class Outlet(asyncio.Protocol):
     """One connection as a session sees it (see the module docstring)."""
 
-    __slots__ = ("conn", "listener", "normal_disconnect", "transport", "writable")
+    __slots__ = ("closed", "conn", "listener", "normal_disconnect", "transport", "writable")
 
     conn: MqttConnection
     """The sans-I/O connection: the client's Receive Maximum (`client_receive_maximum`),
     `takes_shared_encoding`, the protocol level."""
     writable: bool
     """False while the transport is above its high-water mark: deliveries wait."""
+    closed: bool
+    """The connection is over for MQTT: nothing more is sent on it."""
     normal_disconnect: bool
     """DISCONNECT 0x00 received (or an administrative removal): no will is published
     [MQTT-3.14.4-3]."""
@@ -72,6 +75,10 @@ class Outlet(asyncio.Protocol):
 
     def send_encoded_publish(self, data: bytes) -> bool:
         """Write an already encoded PUBLISH; False as `send_message`."""
+        raise NotImplementedError
+
+    def flush_now(self) -> None:
+        """Write what is buffered to the transport now (not at the end of the iteration)."""
         raise NotImplementedError
 
     def kick(self, reason_code: ReasonCode, reason_string: str | None = None) -> None:
