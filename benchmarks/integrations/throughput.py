@@ -17,6 +17,9 @@ docs/benchmarks.md, `<!-- integrations-<scenario>:begin -->`):
   give first and last delivery).
 - `bridge`: an mqtt integration (direction out, QoS 1) to a local Mosquitto, where
   `mosquitto_sub -F %U` notes each arrival.
+- (`--drain`: the integration is paused while the load publishes and resumed after, so
+  that the rate is the integration's own, not bounded by how fast the broker takes
+  publishes; the queue limit is raised to 65535 for it.)
 - `overhead`: `mqttq bench p2p` (100 pairs QoS 1, as peers/compare.py's headline) on a
   fresh broker without, then with, one http integration (as in `http`) matching every
   message: the publish rate of each, and their ratio.
@@ -91,6 +94,9 @@ class Load:
     """Seconds without progress of the delivered counter before the run is given up."""
     profile: Path | None = None
     """Where `py-spy record` writes the broker's collapsed stacks during a sink run."""
+    drain: bool = False
+    """Sink runs: the integration paused while the load publishes, resumed after; the
+    delivered rate is then the integration's alone, not bounded by the publish rate."""
 
     @property
     def messages(self) -> int:
@@ -158,7 +164,12 @@ def sink_run(
     threads0 = services.thread_cpu_seconds(broker.pid)
     started = time.time()
     try:
+        if load.drain:
+            admin.client.pause_integration(NAME)
         load_result = publish(broker, tool_core, load, load.count)
+        if load.drain:
+            started = time.time()
+            admin.client.resume_integration(NAME)
         status = admin.wait(NAME, "delivered", before + load.messages, load.stall)
         cpu = on_cpu_seconds(broker.pid) - cpu0
         threads = services.thread_cpu_seconds(broker.pid)
@@ -174,7 +185,8 @@ def sink_run(
         "at_sink": at_sink,
         "delivered_per_s": delivered_rate(delivered, first, last),
         "first_to_last_s": last - first,
-        "publish_to_last_s": last - started,
+        "mode": "drain (paused while publishing)" if load.drain else "live",
+        "start_to_last_s": last - started,
         "broker_cpu_us_per_msg": cpu / max(1, delivered) * 1e6,
         "broker_threads_cpu_us_per_msg": {
             name: round((seconds - threads0.get(name, 0.0)) / max(1, delivered) * 1e6, 1)
@@ -451,6 +463,12 @@ def main() -> None:
     parser.add_argument("--linger-ms", type=int, default=5)
     parser.add_argument("--stall", type=float, default=60.0)
     parser.add_argument("--kafka-warmup", type=int, default=2_000, help="messages per publisher")
+    parser.add_argument(
+        "--drain",
+        action="store_true",
+        help="http, kafka, bridge: pause the integration while publishing, then measure "
+        "its drain (sets MQTTQ_MQTT__MAX_QUEUED_MESSAGES=65535 unless given)",
+    )
     parser.add_argument("--pairs", type=int, default=100, help="overhead: p2p pairs")
     parser.add_argument("--duration", type=float, default=15.0, help="overhead: seconds")
     parser.add_argument("--doc", action="store_true", help="write the section(s) of the docs")
@@ -475,6 +493,11 @@ def main() -> None:
         if not sep or not key.startswith("MQTTQ_"):
             parser.error(f"--broker-env wants MQTTQ_KEY=VALUE, got {item!r}")
         BROKER_ENV[key] = value
+    if args.drain:
+        # The integration's session queue holds at most mqtt.max_queued_messages.
+        BROKER_ENV.setdefault("MQTTQ_MQTT__MAX_QUEUED_MESSAGES", "65535")
+        if args.publishers * args.count > int(BROKER_ENV["MQTTQ_MQTT__MAX_QUEUED_MESSAGES"]):
+            parser.error("--drain: publishers x count must fit mqtt.max_queued_messages")
     load = Load(
         args.publishers,
         args.count,
@@ -483,6 +506,7 @@ def main() -> None:
         args.linger_ms,
         args.stall,
         args.profile.resolve() if args.profile else None,
+        args.drain,
     )
     chosen = SCENARIOS if args.scenario == "all" else (args.scenario,)
     command = shown_command(sys.argv[1:])
