@@ -247,8 +247,10 @@ class Profiler:
 
 
 def thread_cpu_seconds(pid: int) -> dict[str, float]:
-    """On-CPU seconds so far of each live thread of `pid`, summed by thread name (comm):
-    the event loop (MainThread is the process's name), the SQLite writer, pools..."""
+    """On-CPU seconds so far of each live thread of `pid`, summed by thread name (comm).
+    CPython does not name its OS threads: every Python thread (the event loop, the SQLite
+    writer, executor pools) counts under the process's name ("python"); native threads
+    (librdkafka's rdk:*, libuv's workers) under their own."""
     by_name: dict[str, float] = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
