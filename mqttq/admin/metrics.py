@@ -276,6 +276,12 @@ _INTEGRATION: Final = (
         "Deliveries the sink refused for good, sent to the dead-letter place.",
         True,
     ),
+    (
+        "dropped",
+        "mqttq_integration_dropped",
+        "Messages that left the backlog undelivered (expired, or a full backlog).",
+        True,
+    ),
     ("lag", "mqttq_integration_lag", "Deliveries waiting in the integration's backlog.", False),
 )
 

@@ -81,8 +81,10 @@ class SessionBacklog:
     """An integration's backlog in embedded mode: the queue of its session.
 
     At most `max_in_flight` entries are held in memory; past that, entries stay in storage
-    only and are read again once the held ones are gone. What the payload filter refuses,
-    and what expired, is removed without being delivered (counted in `skipped`).
+    only and are read again once the held ones are gone. What the payload filter refuses is
+    removed without being delivered (counted in `skipped`). Serials are consecutive, so a
+    gap in what storage gives back is what left the queue undelivered (it expired, or the
+    queue was full: `queue_limit_of`): counted in `dropped()`.
     """
 
     def __init__(self, broker: Broker, session: Session, spec: IntegrationSpec) -> None:
@@ -95,6 +97,11 @@ class SessionBacklog:
         self._taken: dict[int, QueuedMessage] = {}
         """seq (serial) -> entry taken and not settled."""
         self._last_serial = 0
+        """The newest serial held (taken or waiting) or skipped."""
+        self._newest = 0
+        """The newest serial stored, as far as the feed told."""
+        self._dropped = 0
+        self._opened = False
         self._behind = False
         """Entries were stored that are not held: read storage again when empty."""
         self._arrived = asyncio.Event()
@@ -102,6 +109,7 @@ class SessionBacklog:
     async def open(self) -> None:
         """Read what the session holds, then hear of each new entry."""
         await self._refill()
+        self._opened = True
         self.session.feed = self._stored
 
     def close(self) -> None:
@@ -111,6 +119,7 @@ class SessionBacklog:
     def _stored(self, entry: QueuedMessage) -> None:
         if entry.serial <= self._last_serial:
             return
+        self._newest = max(self._newest, entry.serial)
         if self._behind or len(self._waiting) + len(self._taken) >= self._limit:
             self._behind = True  # it waits in storage
             return
@@ -128,9 +137,15 @@ class SessionBacklog:
             if room <= 0:
                 self._behind = True
                 break
+            if self._opened and entry.serial > self._last_serial + 1:
+                self._dropped += entry.serial - self._last_serial - 1
             self._waiting.append(entry)
             self._last_serial = entry.serial
             room -= 1
+        if not self._behind and self._opened and self._newest > self._last_serial:
+            self._dropped += self._newest - self._last_serial  # none of them is left
+            self._last_serial = self._newest
+        self._newest = max(self._newest, self._last_serial)
         self.session.fetched_serial = max(self.session.fetched_serial, self._last_serial)
 
     async def take(self, max_items: int, linger: float) -> Sequence[Delivery]:
@@ -151,15 +166,17 @@ class SessionBacklog:
             while self._waiting and len(batch) < max_items:
                 entry = self._waiting.popleft()
                 message = entry.message
-                if message.is_expired(now) or (
-                    keep is not None and not keep.matches(message.payload)
-                ):
+                if message.is_expired(now):  # [MQTT-3.3.2-5]: never delivered once expired
+                    self._dropped += 1
+                    dropped.append(entry)
+                    continue
+                if keep is not None and not keep.matches(message.payload):
+                    self.skipped += 1
                     dropped.append(entry)
                     continue
                 self._taken[entry.serial] = entry
                 batch.append(delivery_of(entry, tenant))
             if dropped:
-                self.skipped += len(dropped)
                 await self._remove(dropped)
             if batch:
                 return batch
@@ -176,7 +193,11 @@ class SessionBacklog:
             self._waiting.appendleft(self._taken.pop(serial))
 
     def lag(self) -> int:
-        return len(self._waiting) + len(self._taken)
+        """Held in memory, and stored behind them."""
+        return len(self._waiting) + len(self._taken) + self._newest - self._last_serial
+
+    def dropped(self) -> int:
+        return self._dropped
 
     async def _remove(self, entries: Sequence[QueuedMessage]) -> None:
         if entries:

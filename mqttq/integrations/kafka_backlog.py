@@ -320,6 +320,10 @@ class KafkaBacklog:
         consumer = self._consumer
         return [] if consumer is None else await consumer.assignment()
 
+    def dropped(self) -> int:
+        """Records that expired before their turn (the log itself never drops one)."""
+        return self._stats["expired"]
+
     def statistics(self) -> dict[str, int]:
         """`held` (read, not settled), `skipped` (records for other integrations),
         `expired`, `undecodable`, `dropped_on_rebalance` (taken back by a rebalance: read

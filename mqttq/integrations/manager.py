@@ -170,6 +170,7 @@ class IntegrationManager:
                 retried=stats.retried,
                 dead_lettered=stats.dead_lettered,
                 lag=running.backlog.lag() if running.backlog is not None else 0,
+                dropped=running.backlog.dropped() if running.backlog is not None else 0,
                 last_error=stats.last_error or None,
                 last_error_at=stats.last_error_at or None,
             )
@@ -185,7 +186,8 @@ class IntegrationManager:
                 delivered=counters.get("received", 0),
                 failed=0,
                 retried=0,
-                dead_lettered=counters.get("dropped", 0),
+                dead_lettered=0,
+                dropped=counters.get("dropped", 0),
                 lag=0,
                 last_error=getattr(running.source, "last_error", None),
                 last_error_at=None,

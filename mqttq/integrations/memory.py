@@ -46,6 +46,9 @@ class MemoryBacklog:
     def lag(self) -> int:
         return len(self.waiting) + len(self.taken)
 
+    def dropped(self) -> int:
+        return 0  # nothing expires or overflows here
+
 
 class MemoryDeadLetters:
     """Dead letters in a list: (integration, rejected) in the order they came."""

@@ -45,6 +45,11 @@ class Backlog(Protocol):
         """Deliveries waiting, taken or not (an estimate where the backlog is remote)."""
         ...
 
+    def dropped(self) -> int:
+        """Messages that left the backlog undelivered: expired before their turn, or
+        pushed out by a full backlog (counted, never silent)."""
+        ...
+
 
 class DeadLetters(Protocol):
     """Where deliveries the sink refused for good go (see docs: `$integrations/<name>/dead`)."""

@@ -16,10 +16,18 @@ from dataclasses import dataclass, field, replace
 from mqttq.codec.enums import MAX_PACKET_ID
 from mqttq.errors import StorageError
 from mqttq.model import Message
+from mqttq.protocol.connect import INTEGRATION_CLIENT_PREFIX
 from mqttq.storage.ports import QueuedMessage, QueueFullPolicy, SessionRecord
 
 MAX_QUEUE_LIMIT = 65535
 """Above this, packet ids would repeat inside one queue (TBMQ refuses it too)."""
+
+
+def queue_limit_of(client_id: str, limit: int) -> int:
+    """The queue limit of `client_id` (shared by every adapter): an integration's session
+    (`$integration/<name>`) holds as many entries as packet ids allow, since its queue is
+    the integration's backlog while a sink is down; every other client `limit`."""
+    return MAX_QUEUE_LIMIT if client_id.startswith(INTEGRATION_CLIENT_PREFIX) else limit
 
 
 def check_queue_limit(queue_limit: int) -> None:
@@ -93,13 +101,12 @@ class MemoryStorage:
         """Append each (client_id, message); see `MessageQueueStore.enqueue`."""
         self._check()
         results: list[QueuedMessage | None] = []
-        limit = self._limit
         for client_id, message in items:
             queue = self._queues.get(client_id)
             if queue is None:
                 queue = self._queues[client_id] = _ClientQueue()
             entries = queue.entries
-            if len(entries) >= limit:
+            if len(entries) >= queue_limit_of(client_id, self._limit):
                 if self._policy is QueueFullPolicy.REJECT_NEW:
                     results.append(None)
                     continue

@@ -155,6 +155,40 @@ def test_nothing_acknowledged_is_lost_across_a_sink_outage_and_kill_9(
         receiver.stop()
 
 
+def test_a_backlog_longer_than_a_session_queue_loses_nothing_and_shows_its_lag(
+    broker_factory: BrokerFactory, paho: PahoClients
+) -> None:
+    # Ordinary sessions keep 20 messages here; an integration's session is its backlog and
+    # keeps what packet ids allow. Only 10 are held in memory: the rest wait on disk.
+    receiver = HttpReceiver()  # down
+    table = http_integration(
+        "hook",
+        receiver.url(),
+        ["sensors/#"],
+        'batch_size = 10\nmax_in_flight = 10\nbody = "array"\n',
+    )
+    broker = broker_factory("[mqtt]\nmax_queued_messages = 20\n" + table)
+    publisher = paho.connect(broker.port, "dev-1")
+    sent = [f"m{n}" for n in range(100)]
+    for payload in sent:
+        assert publisher.publish("sensors/a", payload.encode(), qos=1) == 0
+    publisher.close()
+    api = AdminApi(broker.data_dir)
+    wait_for(lambda: api.ok("GET", "/api/v1/integrations/hook")["lag"] == 100, what="lag 100")
+    receiver.start()
+    try:
+        got = receiver.wait_payloads(set(sent))
+        assert first_arrivals(got) == sent
+        status = wait_for(
+            lambda: (s := api.ok("GET", "/api/v1/integrations/hook"))["lag"] == 0 and s,
+            what="the backlog drained",
+        )
+        assert status["dropped"] == 0
+        assert status["delivered"] >= 100
+    finally:
+        receiver.stop()
+
+
 def test_a_batch_in_flight_when_the_broker_is_killed_is_delivered_again(
     broker_factory: BrokerFactory, paho: PahoClients
 ) -> None:

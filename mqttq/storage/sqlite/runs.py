@@ -28,6 +28,7 @@ from typing import Any, Final
 from mqttq.codec.enums import MAX_PACKET_ID
 from mqttq.model import Message
 from mqttq.storage.formats.tbmq_json import compact_json
+from mqttq.storage.memory import queue_limit_of
 from mqttq.storage.ports import QueuedMessage
 
 __all__ = [
@@ -237,11 +238,12 @@ class QueueIndex:
         conn: sqlite3.Connection,
         items: list[tuple[str, Message]],
         body_of: dict[int, int],
-        limit: int,
+        default_limit: int,
         reject_new: bool,
     ) -> tuple[list[QueuedMessage | None], int]:
         """Queue each (client, message) of `items` (the message's body id in `body_of`, by
-        `id(message)`), each client's queue kept within `limit`: beyond it the new ones are
+        `id(message)`), each client's queue kept within its limit (`queue_limit_of`:
+        `default_limit` but for integrations' sessions): beyond it the new ones are
         refused (`reject_new`, their result `None`), else the oldest go. The entries in
         `items`' order, and how many old ones were trimmed."""
         results: list[QueuedMessage | None] = [None] * len(items)
@@ -259,6 +261,7 @@ class QueueIndex:
         tail_of: dict[int, str] = {}
         for client_id, wanted in by_client.items():
             queue = self.queue(conn, client_id)
+            limit = queue_limit_of(client_id, default_limit)
             if reject_new:
                 kept = wanted[: max(0, limit - queue.count)]
                 if not kept:
