@@ -184,7 +184,9 @@ class Session:
             not queue
             and self.ready
             and client.writable
-            and len(self.inflight) < client.conn.client_receive_maximum
+            # The window's dict, not the window: len() of a dict is a field read under
+            # mypyc, of a class a call to its __len__ (this runs for every message).
+            and len(self.inflight.entries) < client.conn.client_receive_maximum
             and message.expires_at is None
         ):
             # Nothing waits before it and the window is open: what `pump` would do at once.
@@ -230,10 +232,10 @@ class Session:
         client = self.client
         if not queue or client is None or not self.ready or not client.writable:
             return
-        inflight = self._in_flight()  # the dict `_send_entry` adds to
+        in_flight = self._in_flight().entries  # the dict `_send_entry` adds to (see above)
         window = client.conn.client_receive_maximum
         now = 0.0
-        while queue and len(inflight) < window:
+        while queue and len(in_flight) < window:
             entry = queue.popleft()
             message = entry.message
             if message.expires_at is not None:
