@@ -61,12 +61,19 @@ TRANSITIONS: Final[dict[tuple[OutboundState, PacketType], tuple[OutboundState, O
 """(state, type of the acknowledgement received from the client) -> (the state after it
 with a success reason code, the state after it with an error one, >= 0x80)."""
 
-# The table flattened for the per-acknowledgement path: int keys, int states (under mypyc
-# an enum member is a Python attribute load, a literal int is not).
-_STEPS: Final[dict[int, tuple[int, int]]] = {
-    int(state) * 8 + int(packet_type): (int(ok), int(error))
-    for (state, packet_type), (ok, error) in TRANSITIONS.items()
-}
+
+def _flatten() -> tuple[int, ...]:
+    steps = [-1] * 32
+    for (state, packet_type), (ok, error) in TRANSITIONS.items():
+        steps[state * 8 + packet_type] = ok + 4 * error
+    return tuple(steps)
+
+
+_STEPS: Final = _flatten()
+"""The table flattened for the per-acknowledgement path: index state * 8 + packet type,
+value (state after success) + 4 * (state after error), -1 for a pair missing. Under mypyc
+an enum member is a Python attribute load and a dict lookup hashes; a tuple index is
+neither."""
 _COMPLETE: Final = 0
 _AWAIT_PUBACK: Final = 1
 _AWAIT_PUBREC: Final = 2
@@ -86,10 +93,10 @@ def state_of(entry: QueuedMessage) -> int:
 def next_state(state: int, packet_type: int, reason_code: int) -> int:
     """The state after receiving `packet_type` with `reason_code` in `state`, or
     ProtocolError(PROTOCOL_ERROR) when the table has no such pair."""
-    step = _STEPS.get(state * 8 + packet_type)
-    if step is None:
+    step = _STEPS[state * 8 + packet_type] if 0 <= state < 4 and 0 <= packet_type < 8 else -1
+    if step < 0:
         raise _not_in_table(state, packet_type)
-    return step[1] if reason_code >= 0x80 else step[0]
+    return step >> 2 if reason_code >= 0x80 else step & 3
 
 
 def _not_in_table(state: int, packet_type: int) -> ProtocolError:
@@ -165,10 +172,10 @@ class OutboundWindow:
             state = _AWAIT_PUBACK
         else:
             state = _AWAIT_PUBCOMP if entry.pubrel else _AWAIT_PUBREC
-        step = _STEPS.get(state * 8 + packet_type)
-        if step is None:
+        step = _STEPS[state * 8 + packet_type]  # packet_type: one of the three above
+        if step < 0:
             raise _not_in_table(state, packet_type)
-        after = step[1] if reason_code >= 0x80 else step[0]
+        after = step >> 2 if reason_code >= 0x80 else step & 3
         if after == _COMPLETE:
             del entries[packet_id]
         elif after == _AWAIT_PUBCOMP:
