@@ -23,8 +23,8 @@ from typing import Any, Final
 
 _MISSING: Final = object()
 _STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_\-]*)|\[(\d+)\]|\[\"([^\"]*)\"\]")
-_COMPARISON = re.compile(r"^\s*(\$[^\s=!<>]*)\s*(==|!=|<=|>=|<|>)\s*(.+?)\s*$")
-_EXISTS = re.compile(r"^\s*exists\s+(\$\S*)\s*$")
+_COMPARISON = re.compile(r"^\s*(\S.*?)\s*(==|!=|<=|>=|<|>)\s*(.+?)\s*$")
+_EXISTS = re.compile(r"^\s*exists\s+(.+?)\s*$")
 _ORDERING: Final[dict[str, Callable[[Any, Any], bool]]] = {
     "<": operator.lt,
     "<=": operator.le,
@@ -87,10 +87,12 @@ class PayloadFilter:
         if exists is not None:
             return cls(text, _parse_path(exists.group(1)), "exists")
         comparison = _COMPARISON.match(text)
-        if comparison is None:
+        subject = text.strip().removeprefix("exists").strip()
+        if comparison is None or not subject.startswith("$"):
+            why = "" if subject.startswith("$") else " (a path starts with '$')"
             raise ValueError(
                 f"expected '$.path OP value' (OP one of ==, !=, <, <=, >, >=) "
-                f"or 'exists $.path', got {text!r}"
+                f"or 'exists $.path'{why}, got {text!r}"
             )
         path, op, literal = comparison.groups()
         try:
