@@ -22,11 +22,9 @@ from mqttq.broker.sessions.outlet import Outlet
 from mqttq.codec.packets import (
     ConnackPacket,
     ConnectPacket,
-    Packet,
     PubackPacket,
     PublishPacket,
 )
-from mqttq.codec.properties import Properties
 from mqttq.errors import ProtocolError
 from mqttq.protocol.connection import MqttConnection
 from mqttq.protocol.state import ConnState
@@ -201,42 +199,15 @@ class Client(Outlet):
             if session.app is not None:
                 session.app.resume_writing()
             session.pump()
-        self._flush_soon()
+        self.flush_soon()
 
     # ------------------------------------------------------------------ sending
 
-    def send(self, packet: Packet) -> None:
-        self.conn.send(packet)
-        self._flush_soon()
-
-    def send_publish_ack(self, qos: int, packet_id: int, reason_code: ReasonCode) -> None:
-        """PUBACK (QoS 1) or PUBREC (QoS 2) without properties."""
-        self.conn.send_publish_ack(qos, packet_id, reason_code)
-        self._flush_soon()
+    # send, send_message, send_encoded_publish, send_publish_ack: Outlet's.
 
     def send_publish(self, packet: PublishPacket) -> bool:
         sent = self.conn.send_publish(packet)
-        self._flush_soon()
-        return sent
-
-    def send_message(  # noqa: PLR0917 (the fields of the PublishPacket it avoids building)
-        self,
-        topic: str,
-        payload: bytes,
-        qos: int,
-        retain: bool,
-        dup: bool,
-        packet_id: int | None,
-        properties: Properties,
-    ) -> bool:
-        """A PUBLISH given by its fields (see `MqttConnection.send_message`)."""
-        sent = self.conn.send_message(topic, payload, qos, retain, dup, packet_id, properties)
-        self._flush_soon()
-        return sent
-
-    def send_encoded_publish(self, data: bytes) -> bool:
-        sent = self.conn.send_encoded_publish(data)
-        self._flush_soon()
+        self.flush_soon()
         return sent
 
     def flush_now(self) -> None:
@@ -244,7 +215,7 @@ class Client(Outlet):
         if self.conn.pending_bytes:
             self._flush()
 
-    def _flush_soon(self) -> None:
+    def flush_soon(self) -> None:
         pending = self.conn.pending_bytes
         if pending >= FLUSH_AT:
             self._flush()
@@ -368,7 +339,7 @@ class Client(Outlet):
         except ProtocolError as error:
             self.fail(error)
             return
-        self._flush_soon()
+        self.flush_soon()
 
     def defer(self, delay: float, then: Callable[[], None]) -> None:
         """Handle nothing more from this client for `delay` seconds (a rate limit's
@@ -422,7 +393,7 @@ class Client(Outlet):
         if session.awaiting_pubrel is not None:  # else the window makes its own on use
             self.conn.inbound.awaiting_pubrel = session.awaiting_pubrel
         self.conn.accept(connack, keep_alive)
-        self._flush_soon()
+        self.flush_soon()
 
     def refuse(self, reason_code: ReasonCode, message: str) -> None:
         """Refuse the CONNECT with an error CONNACK (3.x: its return code) and close."""

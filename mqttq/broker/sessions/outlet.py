@@ -55,9 +55,19 @@ class Outlet(asyncio.Protocol):
         peer = None if transport is None else transport.get_extra_info("peername")
         return f"{peer[0]}:{peer[1]}" if peer else "?"
 
+    # The sends are written here, once, and not overridden: mypyc then calls them directly
+    # (a method no subclass overrides is final to it), as it did when a session named
+    # Client; only `flush_soon`, once per send, goes through the vtable.
+
     def send(self, packet: Packet) -> None:
         """Encode `packet` (a PUBREL, for a session) into the connection's buffer."""
-        raise NotImplementedError
+        self.conn.send(packet)
+        self.flush_soon()
+
+    def send_publish_ack(self, qos: int, packet_id: int, reason_code: ReasonCode) -> None:
+        """PUBACK (QoS 1) or PUBREC (QoS 2) without properties."""
+        self.conn.send_publish_ack(qos, packet_id, reason_code)
+        self.flush_soon()
 
     def send_message(  # noqa: PLR0917 (the fields of the PublishPacket it avoids building)
         self,
@@ -69,12 +79,22 @@ class Outlet(asyncio.Protocol):
         packet_id: int | None,
         properties: Properties,
     ) -> bool:
-        """Write a PUBLISH given by its fields; False when it exceeds the client's Maximum
-        Packet Size [MQTT-3.1.2-25] (nothing is written)."""
-        raise NotImplementedError
+        """Write a PUBLISH given by its fields (see `MqttConnection.send_message`); False
+        when it exceeds the client's Maximum Packet Size [MQTT-3.1.2-25] (nothing is
+        written)."""
+        sent = self.conn.send_message(topic, payload, qos, retain, dup, packet_id, properties)
+        self.flush_soon()
+        return sent
 
     def send_encoded_publish(self, data: bytes) -> bool:
         """Write an already encoded PUBLISH; False as `send_message`."""
+        sent = self.conn.send_encoded_publish(data)
+        self.flush_soon()
+        return sent
+
+    def flush_soon(self) -> None:
+        """Have what the connection buffered written: at once past a threshold, else at
+        the end of the event-loop iteration."""
         raise NotImplementedError
 
     def flush_now(self) -> None:
