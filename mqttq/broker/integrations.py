@@ -213,9 +213,17 @@ class BrokerIntegrations:
         self.dead_letters = self
         self._backlogs: dict[str, Backlog] = {}
         self._tenants: dict[str, str] = {}
+        self._events: dict[str, tuple[str, ...]] = {}
+        """The client events each attached integration takes."""
+
+    def _events_changed(self) -> None:
+        kinds = frozenset(kind for taken in self._events.values() for kind in taken)
+        self.broker.hub.events.kinds = kinds
 
     async def attach(self, spec: IntegrationSpec) -> Backlog:
         self._tenants[spec.name] = spec.tenant
+        self._events[spec.name] = spec.events
+        self._events_changed()
         log_settings = self.broker.settings.kafka if self.broker.log is not None else None
         if log_settings is not None:
             from mqttq.integrations.kafka_backlog import KafkaBacklog  # noqa: PLC0415
@@ -237,6 +245,8 @@ class BrokerIntegrations:
         return backlog
 
     async def detach(self, spec: IntegrationSpec, *, forget: bool) -> None:
+        self._events.pop(spec.name, None)
+        self._events_changed()
         backlog = self._backlogs.pop(spec.name, None)
         if isinstance(backlog, SessionBacklog):
             backlog.close()
@@ -331,7 +341,8 @@ class BrokerIntegrations:
             hub.sessions[client_id] = session
             hub.limits.acquire_session(spec.tenant, force=True)
         router = session.space.router
-        wanted = set(spec.filters)
+        filters = spec.topic_filters
+        wanted = set(filters)
         for existing in [s.topic_filter for s in router.subscriptions_of(client_id)]:
             if existing not in wanted:
                 hub.drop_subscription(session, existing)
@@ -339,7 +350,7 @@ class BrokerIntegrations:
         # column) is the flag the publisher set, as in distributed mode, where the log keeps it.
         requests = [
             SubscriptionRequest(f, qos=1, retain_as_published=True, retain_handling=2)
-            for f in spec.filters
+            for f in filters
         ]
         hub.subscribe(session, SubscribePacket(1, requests))
         await hub.save_session(session)

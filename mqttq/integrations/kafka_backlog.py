@@ -124,6 +124,7 @@ class KafkaBacklog:
         """`partitions`: how many `msg.all` gets if this backlog creates it (give the log's
         own setting). `max_in_flight`: deliveries held at most (default: the spec's)."""
         self.spec = spec
+        self._filters = spec.topic_filters
         self.bootstrap_servers = bootstrap_servers
         self.topic = f"{topic_prefix}{MSG_ALL}"
         self.group_id = group_id(topic_prefix, spec.name)
@@ -472,7 +473,7 @@ class KafkaBacklog:
         if tenant != spec.tenant:
             return False
         topic = message.topic
-        if not any(filter_matches(topic_filter, topic) for topic_filter in spec.filters):
+        if not any(filter_matches(topic_filter, topic) for topic_filter in self._filters):
             return False
         return spec.payload_filter is None or spec.payload_filter.matches(message.payload)
 

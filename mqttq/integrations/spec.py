@@ -85,6 +85,15 @@ COMMON_KEYS: Final = frozenset(
     }
 )
 
+EVENTS_PREFIX: Final = "$events/"
+"""Client events are messages on `$events/<kind>/<client id>` (mqttq/broker/events.py)."""
+
+
+def event_filter(kind: str) -> str:
+    """The topic filter of one kind of client event, for any client."""
+    return f"{EVENTS_PREFIX}{kind}/+"
+
+
 EVENT_KINDS: Final = (
     "connected",
     "disconnected",
@@ -128,6 +137,11 @@ class IntegrationSpec:
     enabled: bool = True
     delivery: DeliverySettings = _DEFAULTS
     events: tuple[str, ...] = ()
+
+    @property
+    def topic_filters(self) -> tuple[str, ...]:
+        """What the integration takes: its filters, and those of the events it asks for."""
+        return (*self.filters, *(event_filter(kind) for kind in self.events))
 
     @property
     def direction(self) -> str:

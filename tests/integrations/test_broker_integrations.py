@@ -521,3 +521,50 @@ def test_rows_appear_in_a_postgresql_table_it_created(
         ("sensors/kitchen", "dev-1", "default", 1, False, reading, None) for reading in sent
     ]
     assert found[len(sent) :] == [("sensors/raw", "dev-1", "default", 1, False, None, b"\xff\x00")]
+
+
+# --- client events --------------------------------------------------------------------------
+
+
+def test_client_events_reach_the_webhook_in_order(broker_factory: BrokerFactory) -> None:
+    receiver = HttpReceiver().start()
+    try:
+        events = '["connected", "subscribed", "unsubscribed", "disconnected"]'
+        table = (
+            f'[[integration]]\nname = "presence"\ntype = "http"\nevents = {events}\n'
+            f'url = "{receiver.url()}"\n{FAST_RETRY}'
+        )
+        broker = broker_factory(table)
+        device = RawClient(broker.port)
+        device.connect("sensor-7")
+        device.subscribe(("cmd/sensor-7", 1))
+        device.unsubscribe("cmd/sensor-7")
+        device.disconnect()  # sends DISCONNECT 0x00 and closes
+        wait_for(lambda: len(receiver.envelopes()) >= 4, what="sensor-7's four events")
+        raw = RawClient(broker.port)  # a connection that just goes away: abnormal
+        raw.connect("sensor-8")
+        raw.close()
+
+        def seen() -> list[tuple[str, str]]:
+            return [
+                (item["topic"], json.loads(item["payload"])["event"])
+                for item in receiver.envelopes()
+            ]
+
+        wait_for(lambda: len(seen()) >= 6, what="six events")
+        assert seen() == [
+            ("$events/connected/sensor-7", "connected"),
+            ("$events/subscribed/sensor-7", "subscribed"),
+            ("$events/unsubscribed/sensor-7", "unsubscribed"),
+            ("$events/disconnected/sensor-7", "disconnected"),
+            ("$events/connected/sensor-8", "connected"),
+            ("$events/disconnected/sensor-8", "disconnected"),
+        ]
+        bodies = [json.loads(item["payload"]) for item in receiver.envelopes()]
+        assert bodies[1]["topic_filters"] == ["cmd/sensor-7"]
+        assert bodies[3]["reason"] == "normal"
+        assert bodies[5]["reason"] == "abnormal"
+        assert all(body["tenant"] == "default" for body in bodies)
+        assert not any("$integration/" in body["client_id"] for body in bodies)
+    finally:
+        receiver.stop()

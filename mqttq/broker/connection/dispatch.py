@@ -150,6 +150,8 @@ def on_subscribe(client: Client, packet: SubscribePacket) -> None:
     identity = client.identity
     allowed = None if identity is None else identity.may_subscribe
     codes, retained, granted = hub.subscribe(session, packet, allowed)
+    if granted and hub.events.kinds:
+        hub.events.emit("subscribed", session.space.name, session.client_id, topic_filters=granted)
     shared = hub.cluster is not None  # other nodes route to this session too
     save = hub.save_session(session) if (session.persistent or shared) and granted else None
     if session.app is not None and granted:
@@ -190,6 +192,12 @@ def on_unsubscribe(client: Client, packet: UnsubscribePacket) -> None:
     session = _session(client)
     hub = client.life.hub
     codes = hub.unsubscribe(session, packet)
+    if hub.events.kinds:
+        removed = [f for f, c in zip(packet.topic_filters, codes, strict=True) if c == 0]
+        if removed:
+            hub.events.emit(
+                "unsubscribed", session.space.name, session.client_id, topic_filters=removed
+            )
     save = hub.save_session(session) if session.persistent or hub.cluster is not None else None
     if session.app is not None:
         session.app.sync_shared()

@@ -33,6 +33,7 @@ from mqttq.broker.delivery.pending import (
 )
 from mqttq.broker.delivery.stats import BrokerStats
 from mqttq.broker.delivery.tenants import TenantSpace
+from mqttq.broker.events import ClientEvents
 from mqttq.broker.sessions.host import SessionHost
 from mqttq.broker.sessions.session import Session
 from mqttq.codec.packets import PublishPacket, SubscribePacket, UnsubscribePacket
@@ -113,6 +114,8 @@ class Hub(SessionHost):
         """The other nodes (`attach_cluster`); None on a broker of its own."""
         self.intake: Intake = DirectIntake(self)
         """Where every accepted PUBLISH goes (`choose_intake`)."""
+        self.events = ClientEvents(self)
+        """Client events for integrations (broker/events.py): off until one asks."""
         self.choose_intake()
 
     def choose_intake(self) -> None:
@@ -249,7 +252,7 @@ class Hub(SessionHost):
             elif deliver_now:
                 if not session.deliver_now(out):
                     rejected += 1
-                    self._queue_full(session)
+                    self._queue_full(session, out)
             else:
                 if fan is None:
                     fan = Fanout()
@@ -325,16 +328,25 @@ class Hub(SessionHost):
         for session, message in fan.immediate:
             if not session.deliver_now(message):
                 rejected += 1
-                self._queue_full(session)
+                self._queue_full(session, message)
         write = fan.retained_write
         if write is not None and (write.cancelled() or write.exception() is not None):
             self.stats.storage_errors += 1
             return ReasonCode.UNSPECIFIED_ERROR
         return _reason(fan.count, rejected)
 
-    def _queue_full(self, session: Session) -> None:
+    def _queue_full(self, session: Session, message: Message | None = None) -> None:
         """A delivery refused by a full queue under reject_new: a refusal of the tenant."""
         self.limits.count_refusal(session.space.name, "queue_full")
+        if message is not None and self.events.kinds:
+            self.events.emit(
+                "message_dropped",
+                session.space.name,
+                session.client_id,
+                reason="queue_full",
+                topic=message.topic,
+                qos=message.qos,
+            )
 
     def publish_detached(self, tenant: str, message: Message) -> asyncio.Future[Any] | None:
         """Publish with no client to acknowledge (wills, integrations): deliveries complete

@@ -50,6 +50,7 @@ class SessionEndings:
         if session.client is not None or self.hub.sessions.get(session.client_id) is not session:
             return
         logger.debug("session %r expired", session.client_id)
+        self.hub.events.emit("session_expired", session.space.name, session.client_id)
         self.forget(session)
         client_id = session.client_id
         self.hub.tasks.spawn(

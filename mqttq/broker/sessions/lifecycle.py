@@ -299,6 +299,18 @@ class Lifecycle:
             )
         connack = ConnackPacket(resume, ReasonCode.SUCCESS, decision.connack_properties)
         client.accepted(session, connack, decision.keep_alive)
+        if self.hub.events.kinds:
+            identity = client.identity
+            self.hub.events.emit(
+                "connected",
+                session.space.name,
+                client_id,
+                username=None if identity is None else identity.username,
+                protocol_level=packet.protocol_level,
+                session_present=resume,
+                keep_alive=decision.keep_alive,
+                listener=client.listener.name,
+            )
         session.resume(entries)
         if entries:
             # A backlog's burst goes out now, not at the end of the loop iteration: when
@@ -394,6 +406,13 @@ class Lifecycle:
         session = client.session
         if session is None or session.client is not client:
             return
+        if self.hub.events.kinds:
+            self.hub.events.emit(
+                "disconnected",
+                session.space.name,
+                session.client_id,
+                reason="normal" if client.normal_disconnect else "abnormal",
+            )
         self._release(client, session)
 
     def _release(self, client: Client, session: Session) -> None:
