@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, Final
 
-from mqttq.errors import ConfigError, StorageError
+from mqttq.errors import StorageError
 
 if TYPE_CHECKING:
     from mqttq.config import Settings
@@ -63,12 +63,11 @@ def decode_table(value: object, name: str, where: str) -> dict[str, Any]:
 def store_for(settings: Settings) -> SqliteIntegrationStore | PostgresIntegrationStore:
     """The store a broker with `settings` keeps its integrations in, not opened: PostgreSQL
     (`[postgres] url`) with the Kafka message log, where every node shares it; else SQLite
-    in the data dir. The broker and the `mqttq integration` commands both ask here."""
-    if settings.storage.log == "kafka":
+    in the data dir (with the log but no PostgreSQL, each node keeps its own). The broker
+    and the `mqttq integration` commands both ask here."""
+    if settings.storage.log == "kafka" and settings.postgres.url:
         from mqttq.integrations.stores.postgres import PostgresIntegrationStore  # noqa: PLC0415
 
-        if not settings.postgres.url:
-            raise ConfigError("postgres.url", 'must be set when storage.log = "kafka"')
         return PostgresIntegrationStore(settings.postgres.url)
     from mqttq.integrations.stores.sqlite import SqliteIntegrationStore  # noqa: PLC0415
 
