@@ -63,7 +63,7 @@ STATUS_PROPERTIES: Final[JSON] = {
     },
     "state": {
         "type": "string",
-        "enum": ["starting", "running", "retrying", "paused", "failed", "stopped"],
+        "enum": ["starting", "running", "retrying", "paused", "failed", "disabled", "stopped"],
         "description": "retrying: the sink is unavailable; failed: the sink cannot work as "
         "configured (see last_error).",
     },
@@ -75,7 +75,16 @@ STATUS_PROPERTIES: Final[JSON] = {
         "minimum": 0,
         "description": "Refused for good by the sink, sent to the dead-letter place.",
     },
-    "lag": {"type": "integer", "minimum": 0, "description": "Deliveries waiting."},
+    "dropped": {
+        "type": "integer",
+        "minimum": 0,
+        "description": "Left the backlog undelivered: expired, or pushed out by a full backlog.",
+    },
+    "lag": {
+        "type": "integer",
+        "minimum": 0,
+        "description": "Deliveries waiting (embedded: in memory and on disk).",
+    },
     "last_error": _STRING_OR_NULL,
     "last_error_at": {"type": ["number", "null"], "description": "Seconds since the epoch."},
 }
@@ -171,6 +180,7 @@ _REQUIRED_STATUS: Final = [
     "failed",
     "retried",
     "dead_lettered",
+    "dropped",
     "lag",
     "last_error",
     "last_error_at",
