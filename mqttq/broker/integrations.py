@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 from mqttq.codec.enums import SESSION_EXPIRY_NEVER
 from mqttq.codec.packets import SubscribePacket, SubscriptionRequest
 from mqttq.codec.properties import Properties
-from mqttq.integrations.record import Delivery, envelope
+from mqttq.integrations.record import Delivery, delivery_of, envelope
 from mqttq.integrations.sink import Rejected
 from mqttq.integrations.spec import IntegrationSpec
 from mqttq.integrations.worker import Backlog
@@ -54,27 +54,6 @@ def session_id(name: str) -> str:
 def dead_letter_topic(name: str) -> str:
     """Where the deliveries an integration's sink refused for good are published."""
     return f"{DEAD_LETTER_PREFIX}{name}/dead"
-
-
-def delivery_of(entry: QueuedMessage, tenant: str) -> Delivery:
-    """A stored entry as its sink receives it (`seq` is the entry's serial)."""
-    message = entry.message
-    props = message.properties
-    return Delivery(
-        topic=message.topic,
-        payload=message.payload,
-        qos=message.qos,
-        retain=message.retain,
-        client_id=message.publisher_id,
-        tenant=tenant,
-        timestamp_ms=int(message.created_at * 1000),
-        user_properties=tuple(props.user_properties),
-        content_type=props.content_type,
-        response_topic=props.response_topic,
-        correlation_data=props.correlation_data,
-        message_expiry_interval=message.remaining_expiry(time.time()),
-        seq=entry.serial,
-    )
 
 
 class SessionBacklog:
@@ -175,7 +154,7 @@ class SessionBacklog:
                     dropped.append(entry)
                     continue
                 self._taken[entry.serial] = entry
-                batch.append(delivery_of(entry, tenant))
+                batch.append(delivery_of(message, tenant, entry.serial, now))
             if dropped:
                 await self._remove(dropped)
             if batch:

@@ -44,7 +44,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -53,7 +52,7 @@ from typing import Final
 import confluent_kafka
 
 from mqttq.errors import StorageError
-from mqttq.integrations.record import Delivery
+from mqttq.integrations.record import Delivery, delivery_of
 from mqttq.integrations.spec import IntegrationSpec
 from mqttq.model import Message
 from mqttq.routing.topics import filter_matches
@@ -458,7 +457,7 @@ class KafkaBacklog:
             if message.expires_at is not None and message.expires_at <= now:
                 self._stats["expired"] += 1
                 continue
-            delivery = _delivery(tenant, message, record_seq(record), now)
+            delivery = delivery_of(message, tenant, record_seq(record), now)
             self._held[delivery.seq] = (part, record.offset)
             self._unsettled.setdefault(part, {})[delivery.seq] = record.offset
             self._ready.append(delivery)
@@ -519,25 +518,3 @@ class KafkaBacklog:
                 with contextlib.suppress(KafkaClientError):  # Kafka away: keep the last
                     self._lag = await consumer.lag()
             await asyncio.sleep(LAG_INTERVAL)
-
-
-def _delivery(tenant: str, message: Message, seq: int, now: float) -> Delivery:
-    props = message.properties
-    expiry = None
-    if message.expires_at is not None:
-        expiry = max(1, math.ceil(message.expires_at - now))
-    return Delivery(
-        topic=message.topic,
-        payload=message.payload,
-        qos=message.qos,
-        retain=message.retain,
-        client_id=message.publisher_id,
-        tenant=tenant,
-        timestamp_ms=int(message.created_at * 1000),
-        user_properties=tuple(props.user_properties),
-        content_type=props.content_type,
-        response_topic=props.response_topic,
-        correlation_data=props.correlation_data,
-        message_expiry_interval=expiry,
-        seq=seq,
-    )

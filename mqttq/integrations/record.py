@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from mqttq.model import Message
+
 ENVELOPE_FIELDS: Final = (
     "topic",
     "payload",
@@ -111,3 +113,26 @@ def payload_from_envelope(body: Mapping[str, Any]) -> bytes:
         except binascii.Error as exc:
             raise ValueError(f"payload is not base64: {exc}") from exc
     return payload.encode("utf-8")
+
+
+def delivery_of(message: Message, tenant: str, seq: int, now: float) -> Delivery:
+    """`message` of `tenant` as a sink receives it at `now`: its publisher as `client_id`,
+    the time the broker accepted it, and its Message Expiry Interval as time remaining
+    (at least 1 s: an expired message is never handed over [MQTT-3.3.2-5])."""
+    props = message.properties
+    expiry = message.remaining_expiry(now)
+    return Delivery(
+        topic=message.topic,
+        payload=message.payload,
+        qos=message.qos,
+        retain=message.retain,
+        client_id=message.publisher_id,
+        tenant=tenant,
+        timestamp_ms=int(message.created_at * 1000),
+        user_properties=tuple(props.user_properties),
+        content_type=props.content_type,
+        response_topic=props.response_topic,
+        correlation_data=props.correlation_data,
+        message_expiry_interval=None if expiry is None else max(1, expiry),
+        seq=seq,
+    )
