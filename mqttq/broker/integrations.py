@@ -81,15 +81,16 @@ class SessionBacklog:
         """The newest serial stored, as far as the feed told."""
         self._dropped = 0
         self._opened = False
+        self._refilling = False
         self._behind = False
         """Entries were stored that are not held: read storage again when empty."""
         self._arrived = asyncio.Event()
 
     async def open(self) -> None:
-        """Read what the session holds, then hear of each new entry."""
+        """Hear of each new entry, and read what the session holds."""
+        self.session.feed = self._stored
         await self._refill()
         self._opened = True
-        self.session.feed = self._stored
 
     def close(self) -> None:
         self.session.feed = None
@@ -99,16 +100,25 @@ class SessionBacklog:
         if entry.serial <= self._last_serial:
             return
         self._newest = max(self._newest, entry.serial)
-        if self._behind or len(self._waiting) + len(self._taken) >= self._limit:
-            self._behind = True  # it waits in storage
+        if self._refilling or self._behind or len(self._waiting) + len(self._taken) >= self._limit:
+            # It waits in storage: read in order by the next refill (an entry committed
+            # while a read is under way may be missing from what the read returns).
+            self._behind = True
+            self._arrived.set()
             return
         self._waiting.append(entry)
         self._last_serial = entry.serial
         self._arrived.set()
 
     async def _refill(self) -> None:
+        """Read the stored entries after the newest held, in serial order, while there is
+        room; the feed only marks the backlog behind meanwhile, so none is skipped."""
         self._behind = False
-        stored = await self.broker.storage.fetch(self.session.client_id, time.time())
+        self._refilling = True
+        try:
+            stored = await self.broker.storage.fetch(self.session.client_id, time.time())
+        finally:
+            self._refilling = False
         room = self._limit - len(self._waiting) - len(self._taken)
         for entry in stored:
             if entry.serial <= self._last_serial or entry.serial in self._taken:
@@ -122,7 +132,8 @@ class SessionBacklog:
             self._last_serial = entry.serial
             room -= 1
         if not self._behind and self._opened and self._newest > self._last_serial:
-            self._dropped += self._newest - self._last_serial  # none of them is left
+            # Announced before this read began, and not in storage any more: gone.
+            self._dropped += self._newest - self._last_serial
             self._last_serial = self._newest
         self._newest = max(self._newest, self._last_serial)
         self.session.fetched_serial = max(self.session.fetched_serial, self._last_serial)
