@@ -568,3 +568,34 @@ def test_client_events_reach_the_webhook_in_order(broker_factory: BrokerFactory)
         assert not any("$integration/" in body["client_id"] for body in bodies)
     finally:
         receiver.stop()
+
+
+def test_a_burst_past_what_is_held_in_memory_arrives_whole(
+    broker_factory: BrokerFactory, paho: PahoClients
+) -> None:
+    # Only 20 messages are held in memory: the rest is read back from disk while new ones
+    # keep arriving (an entry stored during such a read must not be skipped).
+    receiver = HttpReceiver().start()
+    try:
+        extra = 'batch_size = 10\nmax_in_flight = 20\nlinger_ms = 0\nbody = "array"\n'
+        broker = broker_factory(http_integration("hook", receiver.url(), ["burst/#"], extra))
+        publishers = [paho.connect(broker.port, f"pub-{n}") for n in range(4)]
+        sent: dict[str, list[str]] = {}
+
+        def publish(index: int) -> None:
+            payloads = sent[f"pub-{index}"] = [f"p{index}-{n}" for n in range(300)]
+            for payload in payloads:
+                assert publishers[index].publish(f"burst/{index}", payload.encode(), qos=1) == 0
+
+        threads = [threading.Thread(target=publish, args=(n,)) for n in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        everything = {payload for payloads in sent.values() for payload in payloads}
+        got = receiver.wait_payloads(everything, timeout=30)
+        for index in range(4):  # in order per publisher
+            mine = [p for p in first_arrivals(got) if p.startswith(f"p{index}-")]
+            assert mine == sent[f"pub-{index}"]
+    finally:
+        receiver.stop()
