@@ -28,11 +28,11 @@ from mqttq.cli.admin_views import JSON, note
 from mqttq.cli.errors import EXIT_CONFIG, CliError, explain, print_error
 from mqttq.config import Settings, load_settings
 from mqttq.errors import ConfigError
-from mqttq.integrations.manager import StoredIntegration
 from mqttq.integrations.spec import IntegrationSpec, parse_integration
+from mqttq.integrations.stored import StoredIntegration
 
 if TYPE_CHECKING:
-    from mqttq.integrations.manager import IntegrationStore
+    from mqttq.integrations.stored import IntegrationStore
 
 __all__ = [
     "IntegrationTarget",
@@ -187,7 +187,7 @@ async def probe(spec: IntegrationSpec) -> str:
 def _open_store(settings: Settings, *, creates: bool) -> tuple[IntegrationStore | None, str]:
     """The store the settings name, not opened, and where it is (for notes); None when the
     SQLite file does not exist and the command creates nothing."""
-    from mqttq.integrations.stores import store_for  # noqa: PLC0415
+    from mqttq.integrations.stores.choose import store_for  # noqa: PLC0415
     from mqttq.integrations.stores.postgres import PostgresIntegrationStore  # noqa: PLC0415
 
     store = store_for(settings)

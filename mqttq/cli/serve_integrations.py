@@ -13,7 +13,7 @@ from mqttq.broker.server import Broker
 from mqttq.config import Settings
 from mqttq.integrations.manager import IntegrationManager
 from mqttq.integrations.spec import parse_integrations
-from mqttq.integrations.stores import store_for
+from mqttq.integrations.stores.choose import store_for
 from mqttq.integrations.stores.postgres import PostgresIntegrationStore
 from mqttq.integrations.stores.sqlite import SqliteIntegrationStore
 

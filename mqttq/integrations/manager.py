@@ -27,6 +27,7 @@ from mqttq.integrations.record import Delivery
 from mqttq.integrations.secrets import expand_env
 from mqttq.integrations.sink import SinkError
 from mqttq.integrations.spec import SINK_TYPES, IntegrationSpec, parse_integration
+from mqttq.integrations.stored import RESYNC, IntegrationStore, StoredIntegration
 from mqttq.integrations.worker import Backlog, DeadLetters, IntegrationWorker
 
 log = logging.getLogger(__name__)
@@ -41,33 +42,6 @@ class UnknownIntegration(LookupError):
 
 class IntegrationExists(ValueError):
     """An integration of that name exists already (HTTP 409, CLI exit 1)."""
-
-
-@dataclass(slots=True)
-class StoredIntegration:
-    """One integration as the store keeps it: the table as given (secrets as `${NAME}`
-    templates or as typed), whether it is paused, and where it came from."""
-
-    name: str
-    table: dict[str, Any]
-    paused: bool = False
-    origin: str = "api"
-    """"config" (a [[integration]] table of the config file) or "api"."""
-    updated_at: float = 0.0
-
-
-class IntegrationStore(Protocol):
-    """Where integrations are kept between starts (and shared by a cluster's nodes)."""
-
-    async def load(self) -> list[StoredIntegration]: ...
-
-    async def save(self, stored: StoredIntegration) -> None:
-        """Insert or replace by name."""
-        ...
-
-    async def delete(self, name: str) -> bool:
-        """Remove; False when there was none."""
-        ...
 
 
 class IntegrationRuntime(Protocol):
@@ -291,8 +265,6 @@ class IntegrationManager:
         or the feed ends (then the feed is closed). Call it after `start`. A change that
         cannot be applied (the store cannot be read, the broker refuses to attach) is
         logged, and the next one is applied as usual."""
-        from mqttq.integrations.stores import RESYNC  # noqa: PLC0415
-
         try:
             async for name in changes:
                 try:

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 from mqttq.auth.model import Credential
-from mqttq.integrations.manager import StoredIntegration
+from mqttq.integrations.stored import StoredIntegration
 from mqttq.integrations.stores import RESYNC, IntegrationStoreError
 from mqttq.integrations.stores.postgres import CHANNEL, TABLE, PostgresIntegrationStore
 from mqttq.integrations.stores.sqlite import SqliteIntegrationStore

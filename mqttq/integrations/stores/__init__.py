@@ -18,19 +18,12 @@ reconnection): then every integration may have changed.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any
 
 from mqttq.errors import StorageError
+from mqttq.integrations.stored import RESYNC
 
-if TYPE_CHECKING:
-    from mqttq.config import Settings
-    from mqttq.integrations.stores.postgres import PostgresIntegrationStore
-    from mqttq.integrations.stores.sqlite import SqliteIntegrationStore
-
-__all__ = ["RESYNC", "IntegrationStoreError", "decode_table", "encode_table", "store_for"]
-
-RESYNC: Final = "*"
-"""What a feed yields for "reload them all" (never a name: names are [a-z0-9-]+)."""
+__all__ = ["RESYNC", "IntegrationStoreError", "decode_table", "encode_table"]
 
 
 class IntegrationStoreError(StorageError):
@@ -58,17 +51,3 @@ def decode_table(value: object, name: str, where: str) -> dict[str, Any]:
     if not isinstance(table, dict):
         raise IntegrationStoreError(f"{where}: integration {name!r} is not a JSON object")
     return table
-
-
-def store_for(settings: Settings) -> SqliteIntegrationStore | PostgresIntegrationStore:
-    """The store a broker with `settings` keeps its integrations in, not opened: PostgreSQL
-    (`[postgres] url`) with the Kafka message log, where every node shares it; else SQLite
-    in the data dir (with the log but no PostgreSQL, each node keeps its own). The broker
-    and the `mqttq integration` commands both ask here."""
-    if settings.storage.log == "kafka" and settings.postgres.url:
-        from mqttq.integrations.stores.postgres import PostgresIntegrationStore  # noqa: PLC0415
-
-        return PostgresIntegrationStore(settings.postgres.url)
-    from mqttq.integrations.stores.sqlite import SqliteIntegrationStore  # noqa: PLC0415
-
-    return SqliteIntegrationStore.in_data_dir(settings.storage.data_dir)

@@ -25,7 +25,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from mqttq.auth.ports import AuthStoreError
-from mqttq.integrations.manager import StoredIntegration
+from mqttq.integrations.stored import StoredIntegration
 from mqttq.integrations.stores import (
     RESYNC,
     IntegrationStoreError,

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from mqttq.integrations.manager import StoredIntegration
+from mqttq.integrations.stored import StoredIntegration
 from mqttq.integrations.stores import (
     RESYNC,
     IntegrationStoreError,
