@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the Debian packages the tests drive (mosquitto, mosquitto-clients, redis-server,
 # postgresql, and Java 17 + Maven for Kafka and Spark: scripts/kafka-local.sh fetches Kafka's
-# jars from Maven Central with mvn).
+# jars from Maven Central with mvn; haproxy in front of the PROXY protocol listener; chromium,
+# the browser the dashboard tests drive through Playwright).
 # Idempotent and quiet: nothing happens when they are present; otherwise one
 # `apt-get update` and one `apt-get install`, as root or through sudo.
 #
@@ -98,7 +99,7 @@ _stop_packaged_services() {
     local package
     for package in "$@"; do
         case $package in
-            mosquitto | redis-server | postgresql)
+            mosquitto | redis-server | postgresql | haproxy)
                 if "${sudo[@]}" systemctl disable --now "$package" >/dev/null 2>&1; then
                     echo "stopped and disabled the system $package service (tests run their own)" >&2
                 fi
@@ -115,5 +116,7 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
         redis-server:redis-server \
         "$(postgres_initdb)":postgresql \
         java:openjdk-17-jre-headless \
-        mvn:maven
+        mvn:maven \
+        /usr/sbin/haproxy:haproxy \
+        chromium:chromium
 fi
