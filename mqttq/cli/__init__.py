@@ -19,6 +19,7 @@ from typer._click import Command, Context, exceptions
 from typer.core import TyperGroup, TyperOption
 
 from mqttq import __version__
+from mqttq.cli.admin_user import admin_user_app
 from mqttq.cli.bench import bench_app
 from mqttq.cli.cluster import cluster_app
 from mqttq.cli.credentials import credentials_app
@@ -47,6 +48,7 @@ app.add_typer(tenant_app, name="tenant")
 app.add_typer(credentials_app, name="credentials")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(integration_app, name="integration")
+app.add_typer(admin_user_app, name="admin-user")
 
 
 def _print_version(value: bool) -> None:
