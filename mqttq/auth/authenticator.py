@@ -65,6 +65,9 @@ class Identity:
     publish_acl: tuple[str, ...] | None
     subscribe_acl: tuple[str, ...] | None
     rules: AclRules | None = None
+    expires_at: float | None = None
+    """Unix time at which the client's authentication ends (a token's `exp`): the
+    connection is closed then (0xA0 Maximum connect time on 5.0). None: never."""
 
     def may_publish(self, topic: str) -> bool:
         """True when the allow list (if any) and the rules (if any) allow a PUBLISH."""
