@@ -635,6 +635,8 @@ _CHECKS: Final[dict[str, Callable[[Any], str | None]]] = {
     "admin.host": _not_empty,
     "admin.port": _in_range(0, 65535),
     "admin.max_request_rate": _positive,
+    "admin.session_idle_timeout": _in_range(60, 30 * 86_400),
+    "admin.sample_interval": _in_range(1, 60),
     "mqtt_limit.rate_wait_ms": _not_negative,
     "mqtt_limit.burst_seconds": _positive,
     "mqtt_limit.max_tcp_connection_rate": _not_negative,

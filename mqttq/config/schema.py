@@ -237,6 +237,12 @@ class AdminSettings:
     """Bearer token; empty: generated once into <data_dir>/admin-token (mode 0600)."""
     max_request_rate: float = 50.0
     """Requests per second per route (URI pattern); excess waits, then gets 429."""
+    session_idle_timeout: float = 43_200.0
+    """Seconds a dashboard login lasts without a request (12 h); sessions live in the
+    node's memory, so a restart logs everyone out."""
+    sample_interval: float = 5.0
+    """Seconds between the dashboard sampler's samples of the broker's counters (the last
+    hour is kept)."""
 
 
 @dataclass(frozen=True, slots=True)
