@@ -26,7 +26,7 @@ import secrets
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from mqttq.auth.acl import client_id_allowed, expand_acl, may_publish, may_subscribe
 from mqttq.auth.model import DEFAULT_TENANT, ClientType, Credential
@@ -34,6 +34,9 @@ from mqttq.auth.passwords import verify_password
 from mqttq.auth.ports import AuthStore
 from mqttq.auth.rules import AclRule, AclRules
 from mqttq.reasons import ReasonCode
+
+if TYPE_CHECKING:
+    from mqttq.auth.providers.chain import ProviderChain
 
 __all__ = ["ANONYMOUS_MODES", "AuthRefusal", "Authenticator", "Identity"]
 
@@ -144,7 +147,7 @@ def _password_text(password: bytes | None) -> str | None:
 class Authenticator:
     """Decides CONNECTs against `store` (see the module docstring for the rules)."""
 
-    __slots__ = ("_anonymous", "_anonymous_rules", "_cache", "_key", "_pending", "store")
+    __slots__ = ("_anonymous", "_anonymous_rules", "_cache", "_key", "_pending", "chain", "store")
 
     def __init__(
         self, store: AuthStore, *, anonymous: str, anonymous_acl: tuple[AclRule, ...] = ()
@@ -163,6 +166,9 @@ class Authenticator:
         self._cache: OrderedDict[tuple[str, bytes], str] = OrderedDict()
         # Verifications running now, shared by concurrent CONNECTs with the same secret.
         self._pending: dict[tuple[str, bytes, str], asyncio.Future[bool]] = {}
+        self.chain: ProviderChain | None = None
+        """The providers asked for a CONNECT (`[auth] providers`, set by `mqttq serve`);
+        None: the credential store alone (`mqttq.broker.connection.admission`)."""
 
     def invalidate(self, username: str | None = None) -> None:
         """Forget remembered verifications (of one user name, or all)."""

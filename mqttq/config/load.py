@@ -9,7 +9,9 @@ Validation names the offending key: `ConfigError("mqtt.max_keep_alive", "must be
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import math
+import re
 import tomllib
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
@@ -17,11 +19,15 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any, Final, get_type_hints
 
+from mqttq.auth.providers.chain import PROVIDER_NAMES
 from mqttq.auth.rules import AclRule, parse_rule
 from mqttq.config.schema import (
     AdminSettings,
     AuthSettings,
     ClusterSettings,
+    EventsSettings,
+    HttpAuthSettings,
+    JwtAuthSettings,
     KafkaApplicationSettings,
     KafkaSettings,
     ListenerSettings,
@@ -32,9 +38,11 @@ from mqttq.config.schema import (
     RedisSettings,
     Settings,
     StorageSettings,
+    SysSettings,
     TlsListenerSettings,
     WsListenerSettings,
     WssListenerSettings,
+    X509AuthSettings,
 )
 from mqttq.errors import ConfigError
 from mqttq.limits.quota import Quota
@@ -112,16 +120,22 @@ _SECTIONS: Final[dict[str, type]] = {
     "cluster": ClusterSettings,
     "log": LogSettings,
     "auth": AuthSettings,
+    "auth.jwt": JwtAuthSettings,
+    "auth.http": HttpAuthSettings,
+    "auth.x509": X509AuthSettings,
     "postgres": PostgresSettings,
     "admin": AdminSettings,
     "mqtt_limit": MqttLimitSettings,
     "mqtt_limit.cluster": Quota,
     "mqtt_limit.tenant": Quota,
+    "sys": SysSettings,
+    "events": EventsSettings,
 }
 _SUBSECTIONS: Final = {
     "listener": ("tls", "ws", "wss"),
     "mqtt_limit": ("cluster", "tenant"),
     "kafka": ("application",),
+    "auth": ("jwt", "http", "x509"),
 }
 """Sections holding tables of their own (`[mqtt_limit.cluster]`)."""
 _RULE_LISTS: Final = {"auth": ("anonymous_acl",)}
@@ -142,6 +156,8 @@ _TYPE_WORDS: Final[dict[type, str]] = {
     str: "a string",
     Path: "a path (string)",
 }
+_STRINGS: Final = tuple[str, ...]
+"""The type of a list-of-strings key (`auth.providers`)."""
 _TRUE_WORDS: Final = frozenset({"1", "true", "yes", "on"})
 _FALSE_WORDS: Final = frozenset({"0", "false", "no", "off"})
 
@@ -240,7 +256,12 @@ def parse_settings(
         ),
         cluster=ClusterSettings(**values["cluster"]),
         log=LogSettings(**values["log"]),
-        auth=AuthSettings(**values["auth"]),
+        auth=AuthSettings(
+            **values["auth"],
+            jwt=JwtAuthSettings(**values["auth.jwt"]),
+            http=HttpAuthSettings(**values["auth.http"]),
+            x509=X509AuthSettings(**values["auth.x509"]),
+        ),
         postgres=PostgresSettings(**values["postgres"]),
         admin=AdminSettings(**values["admin"]),
         mqtt_limit=MqttLimitSettings(
@@ -248,6 +269,8 @@ def parse_settings(
             cluster=Quota(**values["mqtt_limit.cluster"]),
             tenant=Quota(**values["mqtt_limit.tenant"]),
         ),
+        sys=SysSettings(**values["sys"]),
+        events=EventsSettings(**values["events"]),
         integration=integrations,
     )
 
@@ -281,6 +304,7 @@ def _check_together(values: dict[str, dict[str, Any]]) -> None:
                 f"{name}.identity_as_username",
                 f"needs {name}.cafile (client certificates are only asked for with a CA)",
             )
+    _check_auth(values)
     if (
         values["storage"].get("log", "none") == "kafka"
         and not values["kafka"].get("bootstrap_servers", "").strip()
@@ -298,6 +322,31 @@ def _check_together(values: dict[str, dict[str, Any]]) -> None:
             "kafka.application.low_watermark",
             f"must be below kafka.application.high_watermark ({high}), got {low}",
         )
+
+
+def _check_auth(values: dict[str, dict[str, Any]]) -> None:
+    """The providers named in `auth.providers` have what they need."""
+    providers = values["auth"].get("providers", AuthSettings().providers)
+    if "jwt" in providers:
+        jwt = values["auth.jwt"]
+        algorithms = jwt.get("algorithms", ())
+        if not algorithms:
+            raise ConfigError(
+                "auth.jwt.algorithms", 'must be set when auth.providers has "jwt" (e.g. ["HS256"])'
+            )
+        if any(name.startswith("HS") for name in algorithms) and not jwt.get("secret_env"):
+            raise ConfigError(
+                "auth.jwt.secret_env", "must name the secret's environment variable for HS*"
+            )
+        asymmetric = [name for name in algorithms if not name.startswith("HS")]
+        keys = [k for k in ("public_key_file", "jwks_file", "jwks_url") if jwt.get(k)]
+        if asymmetric and not keys:
+            raise ConfigError(
+                "auth.jwt.public_key_file",
+                f"one of public_key_file, jwks_file or jwks_url must be set for {asymmetric[0]}",
+            )
+    if "http" in providers and not values["auth.http"].get("url", "").strip():
+        raise ConfigError("auth.http.url", 'must be set when auth.providers has "http"')
 
 
 def _read_config(path: Path) -> str:
@@ -392,6 +441,10 @@ def _store(
 
 def _check_type(kind: type, raw: object) -> object:
     """A value from TOML or a typed override: the type must already be right."""
+    if kind == _STRINGS:
+        if isinstance(raw, list | tuple) and all(isinstance(item, str) for item in raw):
+            return tuple(raw)
+        raise ValueError(f"expected an array of strings, got {_describe(raw)}")
     expected = f"expected {_TYPE_WORDS[kind]}, got {_describe(raw)}"
     if kind is bool:
         if isinstance(raw, bool):
@@ -424,6 +477,10 @@ def _parse_text(kind: type, raw: str) -> object:
     stripped = raw.strip()
     if kind is str:
         return raw
+    if kind == _STRINGS:
+        # "jwt,credentials"; also a TOML or Python spelling: ["jwt", "credentials"].
+        items = (item.strip().strip("'\"").strip() for item in stripped.strip("[]()").split(","))
+        return tuple(item for item in items if item)
     if kind is Path:
         if not stripped:
             raise ValueError("must not be empty")
@@ -577,6 +634,77 @@ def _kafka_retention(value: Any) -> str | None:
     return None if value == -1 or value > 0 else f"must be -1 (forever) or > 0, got {value}"
 
 
+JWT_ALGORITHMS: Final = (
+    *(f"{family}{bits}" for family in ("HS", "RS", "ES", "PS") for bits in (256, 384, 512)),
+    "EdDSA",
+)
+"""What `auth.jwt.algorithms` may list (never `none`)."""
+
+
+def _providers(value: Any) -> str | None:
+    if not value:
+        return "must name at least one provider"
+    for name in value:
+        if name not in PROVIDER_NAMES:
+            return _one_of(*PROVIDER_NAMES)(name)
+    if len(set(value)) != len(value):
+        return f"names a provider twice: {list(value)}"
+    return None
+
+
+def _jwt_algorithms(value: Any) -> str | None:
+    for name in value:
+        if name not in JWT_ALGORITHMS:
+            if name.lower() == "none":
+                return "must not list 'none' (unsigned tokens are never accepted)"
+            return _one_of(*JWT_ALGORITHMS)(name)
+    return None
+
+
+def _http_url(value: Any) -> str | None:
+    if not value or str(value).startswith(("http://", "https://")):
+        return None
+    return f"must start with http:// or https://, got {value!r}"
+
+
+def _http_headers(value: Any) -> str | None:
+    for header in value:
+        name, colon, _ = str(header).partition(":")
+        if not colon or not name.strip() or any(c.isspace() for c in name.strip()):
+            return f'each header must read "Name: value", got {header!r}'
+    return None
+
+
+def _cn_regex(value: Any) -> str | None:
+    if not value:
+        return None
+    try:
+        pattern = re.compile(value)
+    except re.error as exc:
+        return f"is not a regular expression: {exc}"
+    if "cn" not in pattern.groupindex:
+        return "needs a named group (?P<cn>...) for the part matched to credentials"
+    return None
+
+
+def _cidrs(value: Any) -> str | None:
+    for cidr in value:
+        try:
+            ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            return f"each entry must be an address or network (CIDR), got {cidr!r}"
+    return None
+
+
+def _event_topic(value: Any) -> str | None:
+    text = str(value)
+    if "{kind}" not in text or "{client_id}" not in text:
+        return f"must hold {{kind}} and {{client_id}}, got {value!r}"
+    if any(c in text for c in "+#\0"):
+        return f"must not hold '+', '#' or NUL, got {value!r}"
+    return None
+
+
 _NORMALIZE: Final[dict[str, Callable[[Any], Any]]] = {
     "storage.log": str.lower,
     "kafka.application.ack_strategy": str.lower,
@@ -591,6 +719,10 @@ _CHECKS: Final[dict[str, Callable[[Any], str | None]]] = {
     **{f"{name}.port": _in_range(0, 65535) for name in OPTIONAL_LISTENERS},
     **{f"{name}.min_version": _one_of(*TLS_VERSIONS) for name in TLS_LISTENERS},
     "listener.ws.path": _url_path,
+    "listener.proxy_trusted": _cidrs,
+    "listener.proxy_header_timeout": _positive,
+    "sys.interval": _not_negative,
+    "events.topic": _event_topic,
     "listener.wss.path": _url_path,
     "mqtt.max_keep_alive": _in_range(1, 65535),
     "mqtt.receive_maximum": _in_range(1, 65535),
@@ -631,6 +763,19 @@ _CHECKS: Final[dict[str, Callable[[Any], str | None]]] = {
     "log.format": _one_of(*LOG_FORMATS),
     "auth.anonymous": _one_of(*ANONYMOUS_MODES),
     "auth.store": _one_of(*AUTH_STORES),
+    "auth.providers": _providers,
+    "auth.cache_ttl": _not_negative,
+    "auth.jwt.algorithms": _jwt_algorithms,
+    "auth.jwt.token_field": _one_of("password", "username"),
+    "auth.jwt.jwks_url": _http_url,
+    "auth.jwt.jwks_refresh": _positive,
+    "auth.jwt.leeway": _not_negative,
+    "auth.http.url": _http_url,
+    "auth.http.timeout": _positive,
+    "auth.http.headers": _http_headers,
+    "auth.http.on_error": _one_of("deny", "skip"),
+    "auth.http.error_log_interval": _positive,
+    "auth.x509.cn_regex": _cn_regex,
     "postgres.url": _postgres_url,
     "admin.host": _not_empty,
     "admin.port": _in_range(0, 65535),

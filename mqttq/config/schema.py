@@ -48,6 +48,9 @@ class WsListenerSettings:
     enabled: bool = False
     port: int = 8083
     path: str = "/mqtt"
+    proxy_protocol: bool = False
+    """True: every connection starts with a PROXY protocol v1 or v2 header, from an
+    address in `listener.proxy_trusted` (as `listener.proxy_protocol`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,14 @@ class ListenerSettings:
     reuse_port: bool = False
     """Bind every listener with SO_REUSEPORT, so that several processes share its port and
     the kernel spreads connections over them (`mqttq serve --workers` sets it)."""
+    proxy_protocol: bool = False
+    """True: every connection starts with a PROXY protocol v1 or v2 header (HAProxy's
+    `send-proxy` / `send-proxy-v2`, a cloud balancer), and the client's address is the one
+    it names. Connections from addresses outside `proxy_trusted` are refused."""
+    proxy_trusted: tuple[str, ...] = ("127.0.0.1/32", "::1/128")
+    """The balancers' addresses (CIDR) allowed to connect to a PROXY protocol listener."""
+    proxy_header_timeout: float = 5.0
+    """Seconds a connection has to send its whole PROXY header."""
     tls: TlsListenerSettings = field(default_factory=TlsListenerSettings)
     ws: WsListenerSettings = field(default_factory=WsListenerSettings)
     wss: WssListenerSettings = field(default_factory=WssListenerSettings)
@@ -203,6 +214,66 @@ class LogSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class JwtAuthSettings:
+    """`[auth.jwt]`: the `jwt` provider (a signed token in the password or user name)."""
+
+    algorithms: tuple[str, ...] = ()
+    """The accepted algorithms (HS256/384/512, RS*, ES*, PS*); required; never `none`."""
+    token_field: str = "password"
+    """password | username: where the CONNECT carries the token."""
+    secret_env: str = ""
+    """HS*: the environment variable holding the shared secret."""
+    public_key_file: str = ""
+    """RS*/ES*/PS*: a PEM public key."""
+    jwks_file: str = ""
+    """RS*/ES*/PS*: a JWKS document on disk (keys chosen by the token's `kid`)."""
+    jwks_url: str = ""
+    """RS*/ES*/PS*: a JWKS fetched over HTTP(S), cached and refreshed."""
+    jwks_refresh: float = 300.0
+    """Seconds between JWKS refreshes (a token with an unknown `kid` refreshes sooner)."""
+    issuer: str = ""
+    """Required `iss` (empty: not checked)."""
+    audience: str = ""
+    """Required `aud` (empty: not checked)."""
+    leeway: float = 0.0
+    """Seconds of clock skew allowed on `exp` and `nbf`."""
+    client_id_claim: str = "client_id"
+    """When the token holds it, the CONNECT's client id must equal it."""
+    username_claim: str = "sub"
+    tenant_claim: str = "tenant"
+    client_type_claim: str = "client_type"
+    publish_claim: str = "publish_acl"
+    """A list of topic filters the client may publish to (`%c`/`%u`); absent: any."""
+    subscribe_claim: str = "subscribe_acl"
+    """A list of topic filters the client may subscribe to (`%c`/`%u`); absent: any."""
+
+
+@dataclass(frozen=True, slots=True)
+class HttpAuthSettings:
+    """`[auth.http]`: the `http` provider (a POST to the user's service decides)."""
+
+    url: str = ""
+    timeout: float = 5.0
+    """Seconds for the whole exchange."""
+    headers: tuple[str, ...] = ()
+    """Extra request headers, "Name: value", `${ENV}` replaced from the environment."""
+    on_error: str = "deny"
+    """deny (0x87) | skip (ask the next provider): when the service times out, answers
+    5xx or cannot be reached."""
+    error_log_interval: float = 60.0
+    """Seconds between log lines about failing calls (each with the count since)."""
+
+
+@dataclass(frozen=True, slots=True)
+class X509AuthSettings:
+    """`[auth.x509]`: the `x509` provider (a client certificate's CN -> an x509 credential)."""
+
+    cn_regex: str = ""
+    """A regular expression over the CN with a named group `cn`: what it captures is
+    matched to the credentials (empty: the whole CN)."""
+
+
+@dataclass(frozen=True, slots=True)
 class AuthSettings:
     """`[auth]`: who may connect, and where credentials and tenants are stored."""
 
@@ -213,6 +284,34 @@ class AuthSettings:
     anonymous_acl: tuple[AclRule, ...] = ()
     """`[[auth.anonymous_acl]]` rules for clients without credentials (first match wins,
     no match: denied); none: anonymous clients are unrestricted."""
+    providers: tuple[str, ...] = ("credentials",)
+    """The authentication providers asked, in order: jwt, http, x509, credentials (the
+    blocked list is always asked first)."""
+    cache_ttl: float = 60.0
+    """Seconds a jwt / http / x509 decision is remembered (0: not at all)."""
+    jwt: JwtAuthSettings = field(default_factory=JwtAuthSettings)
+    http: HttpAuthSettings = field(default_factory=HttpAuthSettings)
+    x509: X509AuthSettings = field(default_factory=X509AuthSettings)
+
+
+@dataclass(frozen=True, slots=True)
+class SysSettings:
+    """`[sys]`: the broker's counters as retained messages on `$SYS/broker/...`."""
+
+    interval: float = 0.0
+    """Seconds between publications; 0 (the default): no `$SYS` topics."""
+
+
+@dataclass(frozen=True, slots=True)
+class EventsSettings:
+    """`[events]`: client events (connected, disconnected, ...) as MQTT messages."""
+
+    kinds: tuple[str, ...] = ()
+    """The kinds published for MQTT subscribers: connected, disconnected, subscribed,
+    unsubscribed, session_expired, message_dropped (integrations add those they take)."""
+    topic: str = "$events/{kind}/{client_id}"
+    """Where an event is published, in its client's tenant: `{kind}` and `{client_id}`
+    are replaced."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,6 +397,8 @@ class Settings:
     postgres: PostgresSettings = field(default_factory=PostgresSettings)
     admin: AdminSettings = field(default_factory=AdminSettings)
     mqtt_limit: MqttLimitSettings = field(default_factory=MqttLimitSettings)
+    sys: SysSettings = field(default_factory=SysSettings)
+    events: EventsSettings = field(default_factory=EventsSettings)
     integration: tuple[dict[str, Any], ...] = ()
     """The `[[integration]]` tables of the file, as given: the composition root checks
     them with `mqttq.integrations.spec.parse_integrations` at start (the integrations

@@ -1,16 +1,22 @@
-"""Admission of a CONNECT: who the client is (credentials or the anonymous policy), its
-tenant, its will against its publish ACL, and the connection rate (node, then tenant; a
-bounded wait for a token, then 0x9F). The count limits come later, with the session."""
+"""Admission of a CONNECT: who the client is (the authentication provider chain: blocked
+list, then `[auth] providers`), its tenant, its will against its publish ACL, and the
+connection rate (node, then tenant; a bounded wait for a token, then 0x9F). The count
+limits come later, with the session. An identity that expires (a token's `exp`) closes
+the connection then, with 0xA0 Maximum connect time on 5.0."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from mqttq.auth.authenticator import AuthRefusal, Identity
 from mqttq.auth.model import DEFAULT_TENANT
 from mqttq.auth.ports import AuthStoreError
+from mqttq.auth.providers.base import AuthRequest
+from mqttq.auth.providers.chain import ProviderChain
+from mqttq.auth.providers.credentials import CredentialsProvider
 from mqttq.broker.net.tls import certificate_common_name
 from mqttq.codec.packets import ConnectPacket
 from mqttq.limits.limiter import Limits, Refused
@@ -20,7 +26,7 @@ if TYPE_CHECKING:
     from mqttq.auth.authenticator import Authenticator
     from mqttq.broker.connection.client import Client
 
-__all__ = ["admit", "tenant_property"]
+__all__ = ["admit", "auth_request", "chain_of", "tenant_property"]
 
 logger = logging.getLogger("mqttq.broker.session")
 
@@ -33,36 +39,23 @@ async def admit(
     limits: Limits,
 ) -> Identity | None:
     """The client's identity once it may go on to its session; None when the CONNECT was
-    refused (0x86 bad user name or password, 0x87 not authorized, 0x88 credential store
-    down, 0x9F connection rate exceeded; the 3.x return codes for those). On a listener
-    with `identity_as_username` the certificate's CN is the user name, and the CONNECT's
-    user name and password are not used."""
-    tenant_hint = tenant_property(packet)
-    result: Identity | AuthRefusal
+    refused (0x86 bad user name or password, 0x87 not authorized, 0x8A banned, 0x88 a
+    store or service down, 0x9F connection rate exceeded; the 3.x return codes for
+    those). On a listener with `identity_as_username` the certificate's CN is the user
+    name for the credentials provider, and the CONNECT's password is not used."""
+    request = auth_request(client, packet, client_id)
     try:
-        if client.listener.identity_as_username:
-            common_name = certificate_common_name(client.transport)
-            if common_name is None:
-                client.refuse(ReasonCode.NOT_AUTHORIZED, "the client certificate has no CN")
-                return None
-            result = await authenticator.authenticate_certificate(
-                username=common_name, client_id=client_id, tenant_property=tenant_hint
-            )
-        else:
-            result = await authenticator.authenticate(
-                username=packet.username,
-                password=packet.password,
-                client_id=client_id,
-                tenant_property=tenant_hint,
-                local_is_loopback=client.local_is_loopback,
-            )
+        result = await chain_of(authenticator).decide(request)
     except AuthStoreError as error:
         logger.warning("client %r: credential store failed: %s", client_id, error)
         client.refuse(ReasonCode.SERVER_UNAVAILABLE, "credential store unavailable")
         return None
     if isinstance(result, AuthRefusal):
         limits.count_refusal(result.tenant or DEFAULT_TENANT, result.reason)
-        client.refuse(result.reason_code, result.message)
+        code = result.reason_code
+        if code == ReasonCode.BANNED and not client.conn.is_v5:
+            code = ReasonCode.NOT_AUTHORIZED  # 3.x has no "banned": return code 5
+        client.refuse(code, result.message)
         return None
     will = packet.will
     if will is not None and not result.may_publish(will.topic):
@@ -78,7 +71,52 @@ async def admit(
         return None
     if admitted > 0:
         await asyncio.sleep(admitted)  # the token is ours; the wait was bounded
+    if result.expires_at is not None:
+        _close_at_expiry(client, result.expires_at, loop)
     return result
+
+
+def chain_of(authenticator: Authenticator) -> ProviderChain:
+    """The authenticator's provider chain; the credentials provider alone when none was
+    set (a broker built without `mqttq serve`'s composition)."""
+    chain = authenticator.chain
+    if chain is None:
+        chain = authenticator.chain = ProviderChain([CredentialsProvider(authenticator)])
+    return chain
+
+
+def auth_request(client: Client, packet: ConnectPacket, client_id: str) -> AuthRequest:
+    """What the providers are asked about this CONNECT."""
+    transport = client.transport
+    peer = None if transport is None else transport.get_extra_info("peername")
+    properties = packet.properties
+    return AuthRequest(
+        client_id=client_id,
+        username=packet.username,
+        password=packet.password,
+        address=str(peer[0]) if peer else "",
+        listener=client.listener.name,
+        cert_cn=certificate_common_name(transport),
+        tenant_property=tenant_property(packet),
+        protocol_level=int(packet.protocol_level),
+        authentication_method=properties.authentication_method,
+        authentication_data=properties.authentication_data,
+        identity_as_username=client.listener.identity_as_username,
+        local_is_loopback=client.local_is_loopback,
+    )
+
+
+def _close_at_expiry(client: Client, expires_at: float, loop: asyncio.AbstractEventLoop) -> None:
+    """Close the connection when its authentication expires: 0xA0 Maximum connect time on
+    5.0, a plain close on 3.x (which has no DISCONNECT from the server). The handle keeps
+    the client until then; a client closed sooner is left alone."""
+
+    def expire() -> None:
+        if not client.closed:
+            logger.info("client %r: authentication expired, disconnecting", client.client_id)
+            client.kick(ReasonCode.MAXIMUM_CONNECT_TIME, "authentication expired")
+
+    loop.call_later(max(0.0, expires_at - time.time()), expire)
 
 
 def tenant_property(packet: ConnectPacket) -> str | None:
