@@ -1,5 +1,5 @@
 """BlockedClients: the broker's blocked-client list, the "blocked" authentication
-provider, and the store that keeps it.
+provider, the store that keeps it, and the failed-connections log.
 
 The provider is asked before every other one (`ProviderChain.set_blocked`): a CONNECT
 whose client id, user name or address an entry matches is refused with 0x8A Banned (3.x:
@@ -22,6 +22,7 @@ from collections.abc import Callable
 
 from mqttq.auth.authenticator import AuthRefusal
 from mqttq.auth.blocked.entries import BlockedClient
+from mqttq.auth.blocked.failed import DEFAULT_SIZE, FailedConnection, FailedConnections
 from mqttq.auth.blocked.matcher import BlockList
 from mqttq.auth.blocked.ports import BlockedStore
 from mqttq.auth.providers.base import SKIP, AuthRequest, Decision, banned
@@ -41,9 +42,17 @@ class BlockedClients:
     cacheable = False
     """A block must take effect at once: never remembered by the chain."""
 
-    def __init__(self, store: BlockedStore, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        store: BlockedStore,
+        *,
+        failed_size: int = DEFAULT_SIZE,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.store = store
         self.blocks = BlockList()
+        self.failed = FailedConnections(failed_size, clock=clock)
+        """The last refused CONNECTs (of any reason), recorded by the admission."""
         self.on_blocked: OnBlocked | None = None
         """Called with each entry added (here or elsewhere): the broker's disconnects."""
         self._clock = clock
@@ -102,6 +111,21 @@ class BlockedClients:
             return False
         self.refused_addresses += 1
         return True
+
+    def record_refusal(
+        self, request: AuthRequest, reason_code: int, reason: str, message: str
+    ) -> FailedConnection:
+        """Remember one refused CONNECT in the failed-connections log."""
+        return self.failed.record(
+            client_id=request.client_id,
+            address=request.address,
+            username=request.username,
+            listener=request.listener,
+            protocol_level=request.protocol_level,
+            reason=reason,
+            reason_code=reason_code,
+            message=message,
+        )
 
     def banned_refusal(self, entry: BlockedClient) -> AuthRefusal:
         """The refusal an entry makes (for callers outside the chain)."""

@@ -12,6 +12,7 @@ import time
 from typing import TYPE_CHECKING
 
 from mqttq.auth.authenticator import AuthRefusal, Identity
+from mqttq.auth.blocked.service import BlockedClients
 from mqttq.auth.model import DEFAULT_TENANT
 from mqttq.auth.ports import AuthStoreError
 from mqttq.auth.providers.base import AuthRequest
@@ -44,36 +45,57 @@ async def admit(
     those). On a listener with `identity_as_username` the certificate's CN is the user
     name for the credentials provider, and the CONNECT's password is not used."""
     request = auth_request(client, packet, client_id)
+    chain = chain_of(authenticator)
     try:
-        result = await chain_of(authenticator).decide(request)
+        result = await chain.decide(request)
     except AuthStoreError as error:
         logger.warning("client %r: credential store failed: %s", client_id, error)
-        client.refuse(ReasonCode.SERVER_UNAVAILABLE, "credential store unavailable")
+        code, message = ReasonCode.SERVER_UNAVAILABLE, "credential store unavailable"
+        _refuse(client, chain, request, code, "unavailable", message)
         return None
     if isinstance(result, AuthRefusal):
         limits.count_refusal(result.tenant or DEFAULT_TENANT, result.reason)
         code = result.reason_code
         if code == ReasonCode.BANNED and not client.conn.is_v5:
             code = ReasonCode.NOT_AUTHORIZED  # 3.x has no "banned": return code 5
-        client.refuse(code, result.message)
+        _refuse(client, chain, request, code, result.reason, result.message)
         return None
     will = packet.will
     if will is not None and not result.may_publish(will.topic):
         limits.count_refusal(result.tenant, "acl_publish")
-        client.refuse(ReasonCode.NOT_AUTHORIZED, "the will topic is not allowed")
+        message = "the will topic is not allowed"
+        _refuse(client, chain, request, ReasonCode.NOT_AUTHORIZED, "acl_publish", message)
         return None
     loop = asyncio.get_running_loop()
     admitted = limits.admit_connect(result.tenant, loop.time())
     if isinstance(admitted, Refused):
-        client.refuse(
-            ReasonCode.CONNECTION_RATE_EXCEEDED, f"{admitted.layer} connection rate exceeded"
+        code, message = (
+            ReasonCode.CONNECTION_RATE_EXCEEDED,
+            f"{admitted.layer} connection rate exceeded",
         )
+        _refuse(client, chain, request, code, "connection_rate", message)
         return None
     if admitted > 0:
         await asyncio.sleep(admitted)  # the token is ours; the wait was bounded
     if result.expires_at is not None:
         _close_at_expiry(client, result.expires_at, loop)
     return result
+
+
+def _refuse(  # noqa: PLR0917 (what one refusal is)
+    client: Client,
+    chain: ProviderChain,
+    request: AuthRequest,
+    code: ReasonCode,
+    reason: str,
+    message: str,
+) -> None:
+    """Refuse the CONNECT with `code`, after recording it in the failed-connections log
+    of the blocked-clients provider (when the chain has one)."""
+    blocked = chain.provider("blocked")
+    if isinstance(blocked, BlockedClients):
+        blocked.record_refusal(request, code, reason, message)
+    client.refuse(code, message)
 
 
 def chain_of(authenticator: Authenticator) -> ProviderChain:

@@ -1,4 +1,5 @@
-"""FailedConnections: the last refused CONNECTs of this broker, bounded in memory.
+"""FailedConnections: the last refused CONNECTs of this broker, bounded in memory (kept by
+the blocked-clients provider, which the admission of every CONNECT reaches).
 
 Every CONNECT the broker refuses (bad user name or password, not authorized, blocked,
 quota or rate exceeded, a client id it will not take, the store down) is recorded with
