@@ -24,6 +24,7 @@ from mqttq.auth.rules import AclRule, parse_rule
 from mqttq.config.schema import (
     AdminSettings,
     AuthSettings,
+    BlockedSettings,
     ClusterSettings,
     EventsSettings,
     HttpAuthSettings,
@@ -130,6 +131,7 @@ _SECTIONS: Final[dict[str, type]] = {
     "mqtt_limit.tenant": Quota,
     "sys": SysSettings,
     "events": EventsSettings,
+    "blocked": BlockedSettings,
 }
 _SUBSECTIONS: Final = {
     "listener": ("tls", "ws", "wss"),
@@ -271,6 +273,7 @@ def parse_settings(
         ),
         sys=SysSettings(**values["sys"]),
         events=EventsSettings(**values["events"]),
+        blocked=BlockedSettings(**values["blocked"]),
         integration=integrations,
     )
 
@@ -722,6 +725,8 @@ _CHECKS: Final[dict[str, Callable[[Any], str | None]]] = {
     "listener.proxy_trusted": _cidrs,
     "listener.proxy_header_timeout": _positive,
     "sys.interval": _not_negative,
+    "blocked.failed_connections": _in_range(0, 1_000_000),
+    "blocked.purge_interval": _positive,
     "events.topic": _event_topic,
     "listener.wss.path": _url_path,
     "mqtt.max_keep_alive": _in_range(1, 65535),

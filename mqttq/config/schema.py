@@ -383,6 +383,18 @@ def node_id_of(settings: Settings) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class BlockedSettings:
+    """`[blocked]`: blocked clients (`mqttq blocked`) and the failed-connections log."""
+
+    failed_connections: int = 1000
+    """Refused CONNECTs kept in memory: the last ones of any client, and the latest of
+    each of as many client ids; 0 keeps none."""
+    purge_interval: float = 60.0
+    """Seconds between purges of expired entries (they match nothing from the moment
+    they expire)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     """Every setting of one broker process; built by `load_settings`, never mutated."""
 
@@ -399,6 +411,7 @@ class Settings:
     mqtt_limit: MqttLimitSettings = field(default_factory=MqttLimitSettings)
     sys: SysSettings = field(default_factory=SysSettings)
     events: EventsSettings = field(default_factory=EventsSettings)
+    blocked: BlockedSettings = field(default_factory=BlockedSettings)
     integration: tuple[dict[str, Any], ...] = ()
     """The `[[integration]]` tables of the file, as given: the composition root checks
     them with `mqttq.integrations.spec.parse_integrations` at start (the integrations
