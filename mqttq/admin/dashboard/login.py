@@ -18,13 +18,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from aiohttp import web
 
+from mqttq.admin.dashboard.history import history_routes
 from mqttq.admin.dashboard.session import AdminSession, LoginLimiter, SessionTable
 from mqttq.admin.validation import ApiError
 from mqttq.auth.admin_users import AdminUserStore, Role, authenticate_admin
+
+if TYPE_CHECKING:
+    from mqttq.broker.sampler import Sampler
 
 __all__ = [
     "COOKIE",
@@ -98,9 +102,11 @@ TOKEN_PRINCIPAL: Final = Principal("token", Role.ADMIN, None)
 
 
 class Dashboard:
-    """Login, sessions and static files for one admin server. `users` is the admin user
-    store (None: nobody can log in; the bearer token still works); sessions end after
-    `idle_timeout` seconds idle; `tls` marks the cookie Secure; `clock` is monotonic."""
+    """Login, sessions, static files and history for one admin server. `users` is the
+    admin user store (None: nobody can log in; the bearer token still works); sessions
+    end after `idle_timeout` seconds idle; `tls` marks the cookie Secure; `sampler` feeds
+    /api/v1/history (None: 503); `clock` is monotonic. `configure` sets these after the
+    server is built (the routes exist from the start)."""
 
     def __init__(
         self,
@@ -117,10 +123,27 @@ class Dashboard:
         self.tls = tls
         self.static_dir = static_dir
         self.clock = clock
+        self.sampler: Sampler | None = None
+
+    def configure(
+        self,
+        *,
+        users: AdminUserStore | None,
+        idle_timeout: float,
+        sampler: Sampler | None,
+        tls: bool = False,
+    ) -> None:
+        """Where users are, how long sessions last, where history comes from."""
+        self.users = users
+        self.sessions.idle_timeout = idle_timeout
+        self.sampler = sampler
+        self.tls = tls
 
     def routes(self) -> list[web.RouteDef]:
-        """GET /, POST /login, POST /logout, GET /static/{path}, GET /api/v1/me."""
+        """GET /, POST /login, POST /logout, GET /static/{path}, GET /api/v1/me and
+        GET /api/v1/history."""
         return [
+            *history_routes(lambda: self.sampler),
             web.get("/", self._index, allow_head=False),
             web.post("/login", self._login),
             web.post("/logout", self._logout),
