@@ -7,6 +7,7 @@ from enum import StrEnum
 from typing import Final
 
 from mqttq.auth.rules import AclRule
+from mqttq.auth.scram import ScramSecret
 from mqttq.limits.quota import Quota
 
 __all__ = ["DEFAULT_TENANT", "ClientType", "Credential", "Tenant"]
@@ -42,6 +43,16 @@ class Credential:
     are set: the first match decides, no match denies."""
     created_at: float = 0.0
     updated_at: float = 0.0
+    scram: tuple[ScramSecret, ...] = ()
+    """SCRAM secrets (one per mechanism: salt, iterations, StoredKey, ServerKey) for MQTT 5
+    enhanced authentication; empty when the credential was added without `--scram`."""
+
+    def scram_secret(self, mechanism: str) -> ScramSecret | None:
+        """The stored SCRAM secret for `mechanism` (SCRAM-SHA-256 or -512), if any."""
+        for secret in self.scram:
+            if secret.mechanism == mechanism:
+                return secret
+        return None
 
 
 @dataclass(frozen=True, slots=True)

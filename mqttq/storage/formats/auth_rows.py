@@ -2,13 +2,14 @@
 
 Both adapters use the same two tables with the same columns, in this order:
 `mqtt_client_credentials(username, password_hash, tenant, client_type, client_id_pattern,
-publish_acl, subscribe_acl, acl_rules, created_at, updated_at)` and `mqtt_tenants(name, <the five
-Quota fields>, created_at, updated_at)`. Timestamps are seconds since the epoch (floats),
-owned by the store: `created_at` is set by the first write of a row and kept by every later
-one, `updated_at` is set by each write. ACLs are SQLite JSON arrays and PostgreSQL text[];
-`decode_acl` reads both; `acl_rules` is a JSON array of {permission, action, topic} objects
-(text) in both. A row that cannot be a Credential or a Tenant (edited by hand)
-raises AuthStoreError naming it.
+publish_acl, subscribe_acl, acl_rules, created_at, updated_at, scram)` and
+`mqtt_tenants(name, <the five Quota fields>, created_at, updated_at)`. Timestamps are
+seconds since the epoch (floats), owned by the store: `created_at` is set by the first write
+of a row and kept by every later one, `updated_at` is set by each write. ACLs are SQLite
+JSON arrays and PostgreSQL text[]; `decode_acl` reads both; `acl_rules` is a JSON array of
+{permission, action, topic} objects (text) in both; `scram` is a JSON array of
+`mqttq.auth.scram.secret_to_text` strings (text, '[]' for none). A row that cannot be a
+Credential or a Tenant (edited by hand) raises AuthStoreError naming it.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, Final
 from mqttq.auth.model import ClientType, Credential, Tenant
 from mqttq.auth.ports import AuthStoreError
 from mqttq.auth.rules import AclRule, parse_rule, rule_dict
+from mqttq.auth.scram import ScramError, ScramSecret, secret_from_text, secret_to_text
 from mqttq.limits.quota import QUOTA_FIELDS, Quota, QuotaError
 
 __all__ = [
@@ -32,6 +34,7 @@ __all__ = [
     "credential_row",
     "decode_acl",
     "decode_rules",
+    "decode_scram",
     "one_line",
     "rules_json",
     "tenant_from_row",
@@ -52,6 +55,7 @@ CREDENTIAL_COLUMNS: Final = (
     "acl_rules",
     "created_at",
     "updated_at",
+    "scram",
 )
 TENANT_COLUMNS: Final = ("name", *QUOTA_FIELDS, "created_at", "updated_at")
 NOT_UTF8: Final = "a value is not valid UTF-8 (it holds a lone surrogate); nothing was written"
@@ -92,7 +96,21 @@ def credential_row(
         rules_json(credential.acl_rules),
         now,
         now,
+        json.dumps([secret_to_text(secret) for secret in credential.scram]),
     )
+
+
+def decode_scram(value: object, username: str) -> tuple[ScramSecret, ...]:
+    """A `scram` column: a JSON array of stored SCRAM secrets."""
+    try:
+        items = json.loads(value) if isinstance(value, str) else None
+        if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+            raise ScramError("not a list of strings")
+        return tuple(secret_from_text(item) for item in items)
+    except (ValueError, ScramError) as exc:
+        raise AuthStoreError(
+            f"credential {username!r}: stored SCRAM secrets are invalid: {exc}"
+        ) from None
 
 
 def rules_json(rules: Sequence[AclRule]) -> str:
@@ -145,6 +163,7 @@ def credential_from_row(row: Sequence[Any]) -> Credential:
         acl_rules=decode_rules(row[7], username),
         created_at=float(row[8]),
         updated_at=float(row[9]),
+        scram=decode_scram(row[10], username),
     )
 
 

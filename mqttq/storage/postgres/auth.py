@@ -63,11 +63,13 @@ _SCHEMA: Final = (
         subscribe_acl text[] NOT NULL,
         acl_rules text NOT NULL DEFAULT '[]',
         created_at double precision NOT NULL,
-        updated_at double precision NOT NULL
+        updated_at double precision NOT NULL,
+        scram text NOT NULL DEFAULT '[]'
     )""",
-    # Tables of an older mqttq: the column came later.
+    # Tables of an older mqttq: the columns came later.
     f"ALTER TABLE {CREDENTIALS_TABLE} "
     "ADD COLUMN IF NOT EXISTS acl_rules text NOT NULL DEFAULT '[]'",
+    f"ALTER TABLE {CREDENTIALS_TABLE} ADD COLUMN IF NOT EXISTS scram text NOT NULL DEFAULT '[]'",
     f"CREATE INDEX IF NOT EXISTS {CREDENTIALS_TABLE}_tenant "
     f"ON {CREDENTIALS_TABLE} (tenant, username)",
     f"""CREATE TABLE IF NOT EXISTS {TENANTS_TABLE} (

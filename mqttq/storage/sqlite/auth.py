@@ -56,7 +56,8 @@ _SCHEMA: Final = (
         subscribe_acl TEXT NOT NULL,
         acl_rules TEXT NOT NULL DEFAULT '[]',
         created_at REAL NOT NULL,
-        updated_at REAL NOT NULL
+        updated_at REAL NOT NULL,
+        scram TEXT NOT NULL DEFAULT '[]'
     )""",
     f"CREATE INDEX IF NOT EXISTS {CREDENTIALS_TABLE}_tenant "
     f"ON {CREDENTIALS_TABLE} (tenant, username)",
@@ -81,6 +82,18 @@ _PUT_TENANT: Final = upsert_sql(TENANTS_TABLE, TENANT_COLUMNS, "?")
 def _acl_json(acl: tuple[str, ...]) -> str:
     # ensure_ascii=False: a lone surrogate fails to encode, as in any other column.
     return json.dumps(list(acl), ensure_ascii=False)
+
+
+_ADDED_COLUMNS: Final = {"scram": "TEXT NOT NULL DEFAULT '[]'"}
+"""Columns a file of an older mqttq may lack, added on open (found by name, not by the
+schema version, which counts the changes before them)."""
+
+
+def _add_missing_columns(conn: sqlite3.Connection) -> None:
+    present = {row[1] for row in conn.execute(f"PRAGMA table_info({CREDENTIALS_TABLE})")}
+    for column, declaration in _ADDED_COLUMNS.items():
+        if column not in present:
+            conn.execute(f"ALTER TABLE {CREDENTIALS_TABLE} ADD COLUMN {column} {declaration}")
 
 
 class SqliteAuthStore:
@@ -133,6 +146,7 @@ class SqliteAuthStore:
                         f"sqlite: {self.path} has schema version {stored}, newer than this "
                         f"mqttq knows ({SCHEMA_VERSION}): upgrade mqttq"
                     )
+                _add_missing_columns(conn)
                 conn.execute("COMMIT")
             except (sqlite3.Error, OSError) as exc:
                 if conn is not None:
