@@ -36,7 +36,9 @@ from mqttq.logs import configure_logging
 from mqttq.storage import registry
 
 if TYPE_CHECKING:
+    from mqttq.auth.providers.chain import ProviderChain
     from mqttq.broker.server import Broker
+    from mqttq.cli.serve_blocked import BlockedHandle
     from mqttq.cli.serve_integrations import IntegrationsHandle
     from mqttq.cluster.heartbeat import NodeHeartbeat
     from mqttq.cluster.link import ClusterLink
@@ -392,6 +394,8 @@ class AroundBroker:
     integrations: IntegrationsHandle | None = None
     admin: AdminHandle | None = None
     heartbeat: NodeHeartbeat | None = None
+    blocked: BlockedHandle | None = None
+    auth: ProviderChain | None = None
 
     async def close(self) -> None:
         if self.heartbeat is not None:
@@ -402,19 +406,29 @@ class AroundBroker:
             await self.integrations.close()  # before the broker: the workers write storage
         # Idempotent: also covers a failure between start() and serve_forever().
         await self.broker.shutdown()
+        if self.blocked is not None:
+            await self.blocked.close()
+        if self.auth is not None:
+            await self.auth.close()  # after the broker: no CONNECT asks it any more
 
 
 async def start_broker(broker: Broker, settings: Settings) -> AroundBroker:
     """Start `broker`, then its integrations, admin API and heartbeat (the composition of
     `mqttq serve`, also used by the tests' in-process broker). On a failure what was
     started is closed and the error raised."""
+    from mqttq.cli.serve_auth import add_auth_metrics, start_auth  # noqa: PLC0415
+    from mqttq.cli.serve_blocked import start_blocked  # noqa: PLC0415
     from mqttq.cli.serve_integrations import start_integrations  # noqa: PLC0415
 
     around = AroundBroker(broker)
     try:
+        around.auth = await start_auth(broker, settings)  # [auth] providers
+        around.blocked = await start_blocked(broker, settings)  # before the listeners open
         await broker.start()
+        around.blocked.attach(broker)  # again, should the start have replaced the chain
         around.integrations = await start_integrations(broker, settings)
         around.admin = await start_admin(broker, settings, around.integrations.manager)
+        add_auth_metrics(around.admin, broker.authenticator)
         around.heartbeat = await start_heartbeat(broker, settings, around.admin)
     except BaseException:
         if around.admin is not None:
@@ -422,6 +436,10 @@ async def start_broker(broker: Broker, settings: Settings) -> AroundBroker:
         if around.integrations is not None:
             await around.integrations.close()
         await _release_after_failed_start(broker)
+        if around.blocked is not None:
+            await around.blocked.close()
+        if around.auth is not None:
+            await around.auth.close()
         raise
     return around
 
