@@ -38,7 +38,7 @@ from mqttq.reasons import ReasonCode
 if TYPE_CHECKING:
     from mqttq.auth.providers.chain import ProviderChain
 
-__all__ = ["ANONYMOUS_MODES", "AuthRefusal", "Authenticator", "Identity"]
+__all__ = ["ANONYMOUS_MODES", "AuthRefusal", "Authenticator", "Identity", "credential_identity"]
 
 ANONYMOUS_MODES: Final = ("always", "loopback", "never")
 CACHE_SIZE: Final = 4096
@@ -119,7 +119,7 @@ _CLOSED_TENANT = AuthRefusal(
 )
 
 
-def _credential_identity(credential: Credential, client_id: str, username: str) -> Identity:
+def credential_identity(credential: Credential, client_id: str, username: str) -> Identity:
     """The Identity a credential gives: its tenant, type, allow lists and rules, with
     `%c` / `%u` expanded."""
     rules = credential.acl_rules
@@ -212,7 +212,7 @@ class Authenticator:
             return replace(_WRONG, tenant=credential.tenant)
         if not client_id_allowed(credential.client_id_pattern, client_id):
             return replace(_CLIENT_ID, tenant=credential.tenant)
-        return _credential_identity(credential, client_id, username)
+        return credential_identity(credential, client_id, username)
 
     async def authenticate_certificate(
         self, *, username: str, client_id: str, tenant_property: str | None
@@ -229,7 +229,7 @@ class Authenticator:
             return self._anonymous_identity(username, client_id, tenant_property)
         if not client_id_allowed(credential.client_id_pattern, client_id):
             return replace(_CLIENT_ID, tenant=credential.tenant)
-        return _credential_identity(credential, client_id, username)
+        return credential_identity(credential, client_id, username)
 
     def _anonymous_identity(
         self, username: str | None, client_id: str, tenant_property: str | None
