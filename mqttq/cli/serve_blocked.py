@@ -1,6 +1,10 @@
 """Blocked clients in `mqttq serve`: the store the settings name, the list loaded into
 the "blocked" provider at the head of the authentication chain, the clients a new entry
-matches disconnected (0x8A Banned on 5.0), expired entries purged.
+matches disconnected, expired entries purged.
+
+A connected 5.0 client gets DISCONNECT 0x98 Administrative action with the reason string
+"blocked": 0x8A Banned is a CONNACK code only, not one a DISCONNECT may carry (MQTT 5.0
+section 3.14.2.1, which the codec enforces); its next CONNECT gets 0x8A.
 
 The store: the embedded broker keeps its entries in `<data_dir>/auth.db`; a distributed
 one (`storage.log = "kafka"`) in the compacted topic `<kafka.topic_prefix>client.blocked`,
@@ -106,7 +110,7 @@ async def start_blocked(broker: Broker, settings: Settings) -> BlockedHandle:
                 continue
             if blocked.matches_client(entry, outlet.client_id, username, client_address(outlet)):
                 log.info("client %r disconnected: blocked (entry %s)", outlet.client_id, entry.id)
-                outlet.kick(ReasonCode.BANNED, "blocked")
+                outlet.kick(ReasonCode.ADMINISTRATIVE_ACTION, "blocked")
 
     blocked.on_blocked = disconnect
     purging = asyncio.get_running_loop().create_task(
