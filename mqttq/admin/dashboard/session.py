@@ -161,6 +161,8 @@ class LoginLimiter:
                 entry = self._keys[key] = _Failures(now, 0, 0.0, 0.0)
             if now - entry.window_start > self.window:
                 entry.window_start, entry.count = now, 0
+            if entry.lockout and now - entry.locked_until > self.max_lockout:
+                entry.lockout = 0.0  # quiet for a long while: back to the first lockout
             entry.count += 1
             if entry.count >= self.failures:
                 entry.lockout = (
