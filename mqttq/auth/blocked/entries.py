@@ -21,12 +21,14 @@ from typing import Any, Final
 from mqttq.errors import MqttqError
 
 __all__ = [
+    "BODY_FIELDS",
     "KINDS",
     "REGEX_TARGETS",
     "BlockedClient",
     "BlockedInputError",
     "decode_entry",
     "encode_entry",
+    "entry_from_body",
     "entry_id",
     "parse_duration",
     "parse_entry",
@@ -192,3 +194,47 @@ def decode_entry(raw: bytes | str) -> BlockedClient:
     if entry.kind not in KINDS:
         raise ValueError(f"not a blocked-client entry: kind {entry.kind!r}")
     return entry
+
+
+BODY_FIELDS: Final = (*KINDS, "match_on", "reason", "expires_in")
+
+
+def entry_from_body(body: dict[str, Any], *, now: float) -> BlockedClient:
+    """The entry an admin API body (or the CLI's flags, as one) asks for: exactly one of
+    `client_id`, `username`, `address`, `regex` (a string), with `match_on` (regex only:
+    client_id, the default, or username), `reason` (a string) and `expires_in` (seconds,
+    or a duration such as "1h"); BlockedInputError naming the field otherwise."""
+    for name in body:
+        if name not in BODY_FIELDS:
+            raise BlockedInputError(
+                name, f"{name}: unknown field; give one of {', '.join(BODY_FIELDS)}"
+            )
+    given = [kind for kind in KINDS if body.get(kind) is not None]
+    if len(given) != 1:
+        raise BlockedInputError(
+            "client_id" if not given else given[1],
+            "give exactly one of client_id, username, address, regex",
+        )
+    kind = given[0]
+    value = body[kind]
+    if not isinstance(value, str):
+        raise BlockedInputError(kind, f"{kind}: must be a string")
+    match_on = body.get("match_on")
+    if match_on is not None and not isinstance(match_on, str):
+        raise BlockedInputError("match_on", "match_on: must be a string")
+    reason = body.get("reason") or ""
+    if not isinstance(reason, str):
+        raise BlockedInputError("reason", "reason: must be a string")
+    raw = body.get("expires_in")
+    expires_in: float | None
+    if raw is None or raw == "":
+        expires_in = None
+    elif isinstance(raw, bool) or not isinstance(raw, int | float | str):
+        raise BlockedInputError("expires_in", "expires_in: give seconds or a duration like 1h")
+    elif isinstance(raw, str):
+        expires_in = parse_duration(raw)
+    else:
+        expires_in = float(raw)
+    return parse_entry(
+        kind, value, match_on=match_on, reason=reason, expires_in=expires_in, now=now
+    )
