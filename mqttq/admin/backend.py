@@ -3,7 +3,8 @@
 The HTTP layer (mqttq.admin.server) parses and validates requests, checks the token and the
 per-URI rate, and turns results into JSON; everything it reads or changes goes through this
 port, implemented on a running broker by mqttq.admin.broker_backend.BrokerAdmin (here, not
-in mqttq/broker, so that imports point down: admin -> broker). Values returned
+in mqttq/broker, so that imports point down: admin -> broker), which reads and changes
+the broker only through its command and query API (mqttq.broker.operations). Values returned
 are JSON-ready (str, int, float, bool, None, lists and dicts of those).
 """
 
@@ -14,9 +15,10 @@ from typing import Any, Protocol
 
 from mqttq.auth.model import Credential, Tenant
 from mqttq.broker.delivery.latency import HistogramSnapshot
+from mqttq.broker.operations import SessionFilter
 from mqttq.limits.quota import Quota
 
-__all__ = ["AdminBackend", "HistogramSnapshot", "MetricsSnapshot", "UnknownTenant"]
+__all__ = ["AdminBackend", "HistogramSnapshot", "MetricsSnapshot", "SessionFilter", "UnknownTenant"]
 
 JSON = dict[str, Any]
 
@@ -61,20 +63,43 @@ class AdminBackend(Protocol):
         mqttq.cluster.status.ClusterStatusError (503) when Redis cannot be read."""
         ...
 
+    def node_info(self) -> JSON:
+        """This node at a glance: version, uptime_seconds, started_at, mode (embedded |
+        distributed), node_id, listeners [{name, port, connections}], limits {node, usage,
+        max_tcp_connection_rate}, default_quota, tenants [{name, quota, stored, usage}]
+        (stored tenants and those in use here; filled in by the caller from the store)."""
+        ...
+
+    async def kafka_status(self) -> JSON:
+        """Distributed mode: {"distributed": true, "topics": [...], "consumer_groups":
+        [...]}; embedded: {"distributed": false, "topics": [], "consumer_groups": []}.
+        Raises mqttq.broker.operations_kafka.KafkaStatusError (503) when Kafka cannot
+        be read."""
+        ...
+
     # sessions --------------------------------------------------------------------------
-    async def list_sessions(self, tenant: str | None, prefix: str | None, limit: int) -> list[JSON]:
-        """At most `limit` sessions (online or not) ordered by client id: client_id,
-        tenant, client_type, connected, persistent, protocol_level, expiry_interval,
-        subscriptions (count), queued, inflight, disconnected_at. `queued` counts the
-        messages the session holds for its client: those waiting for the client's Receive
-        Maximum while it is connected, every stored message (the `stored_messages` of
-        `get_session`) while a persistent session is offline."""
+    async def list_sessions(
+        self, where: SessionFilter, limit: int, cursor: str | None = None
+    ) -> JSON:
+        """A page of at most `limit` sessions (online or not) matching `where`, ordered by
+        client id, after `cursor`: {"items": [...], "next_cursor": str | None, "total":
+        n}. Each item: client_id, tenant, client_type, connected, listener, persistent,
+        protocol_level, expiry_interval, subscriptions (count), queued, inflight,
+        disconnected_at, username, address. `queued` counts the messages the session
+        holds for its client: those waiting for the client's Receive Maximum while it is
+        connected, every stored message (the `stored_messages` of `get_session`) while a
+        persistent session is offline."""
         ...
 
     async def get_session(self, client_id: str) -> JSON | None:
         """One session in detail: the list fields with its subscriptions (a list), its
-        peer address (None when offline) and, for a persistent session, stored_messages
-        (messages waiting in storage)."""
+        peer address (None when offline), keep_alive, write_buffer_bytes, application
+        (APPLICATION clients: topic, lag, ...) and, for a persistent session,
+        stored_messages (messages waiting in storage)."""
+        ...
+
+    def has_session(self, client_id: str) -> bool:
+        """A session with this client id exists."""
         ...
 
     def disconnect_session(self, client_id: str) -> bool:
@@ -87,7 +112,12 @@ class AdminBackend(Protocol):
         ...
 
     def list_subscriptions(
-        self, tenant: str | None, client_id: str | None, limit: int
+        self,
+        tenant: str | None,
+        client_id: str | None,
+        limit: int,
+        topic_filter: str | None = None,
+        filter_prefix: str | None = None,
     ) -> list[JSON]:
         """At most `limit` subscriptions ordered by client id: client_id, tenant,
         topic_filter, qos, no_local, retain_as_published, retain_handling,
@@ -95,14 +125,18 @@ class AdminBackend(Protocol):
         ...
 
     # retained --------------------------------------------------------------------------
-    def list_retained(self, tenant: str | None, limit: int) -> list[JSON]:
+    def list_retained(
+        self, tenant: str | None, limit: int, prefix: str | None = None
+    ) -> list[JSON]:
         """At most `limit` retained messages ordered by tenant and topic: tenant, topic,
-        qos, payload_size, payload (base64), created_at, expires_at."""
+        qos, payload_size, payload (base64), payload_text (the payload when it is UTF-8,
+        else None), created_at, expires_at."""
         ...
 
     async def delete_retained(self, tenant: str, topic: str) -> bool:
-        """Delete the retained message (memory and storage) and give back the topic it
-        held against the tenant's max_topics. False when there is none."""
+        """Delete the retained message on every node (memory and storage, as an empty
+        retained PUBLISH would) and give back the topic it held against the tenant's
+        max_topics. False when there is none."""
         ...
 
     # tenants and limits ----------------------------------------------------------------

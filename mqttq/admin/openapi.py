@@ -1,7 +1,8 @@
 """The OpenAPI 3.1 document of the admin API, as data (served at /openapi.json).
 
-It lists every route the server registers (mqttq.admin.routes), with its parameters,
-request body and answers; tests/admin/test_admin_openapi.py fails when the two drift.
+Its paths are made from the route table (mqttq.admin.api_table), as the server's routes
+are: parameters, request bodies, answers and roles come from there; this module holds
+the schemas the answers and bodies name.
 The answers' schemas are closed (additionalProperties false) and list every field the
 broker sends, so the conformance checks in tests/admin fail when a new field is not
 documented here.
@@ -13,11 +14,10 @@ import copy
 from typing import Any, Final
 
 from mqttq import __version__
+from mqttq.admin.api_table import ADMIN, PUBLIC, ROUTES, Route, answer, errors, ref
 from mqttq.admin.openapi_integrations import INTEGRATION_SCHEMAS
 from mqttq.admin.routes_tenants import TCP_RATE_FIELD
 from mqttq.admin.validation import (
-    DEFAULT_LIMIT,
-    MAX_LIMIT,
     MAX_RATE,
     MAX_TENANT_LENGTH,
     MAX_USERNAME_LENGTH,
@@ -36,73 +36,32 @@ _CLIENT_TYPES: Final = [client_type.value for client_type in ClientType]
 """The `client_type` enum of credentials and sessions: every `ClientType`, in its order."""
 
 
-def _ref(name: str) -> JSON:
-    return {"$ref": f"#/components/schemas/{name}"}
+_ref = ref
+_errors = errors
+_json = answer
 
 
-def _json(schema: JSON, description: str) -> JSON:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
-
-
-def _errors(*statuses: int) -> JSON:
-    return {
-        str(status): {"$ref": f"#/components/responses/{_ERROR_NAMES[status]}"}
-        for status in statuses
-    }
-
-
-_ERROR_NAMES: Final = {
-    400: "BadRequest",
-    401: "Unauthorized",
-    404: "NotFound",
-    409: "Conflict",
-    429: "TooManyRequests",
-    503: "StoreUnavailable",
-}
-
-
-def _query(name: str, description: str, schema: JSON, *, required: bool = False) -> JSON:
-    return {
-        "name": name,
-        "in": "query",
-        "required": required,
-        "description": description,
-        "schema": schema,
-    }
-
-
-def _path(name: str, description: str) -> JSON:
-    return {
-        "name": name,
-        "in": "path",
-        "required": True,
-        "description": description,
-        "schema": {"type": "string"},
-    }
-
-
-def _operation(
-    operation_id: str,
-    summary: str,
-    responses: JSON,
-    *,
-    tag: str,
-    parameters: list[JSON] | None = None,
-    body: JSON | None = None,
-    public: bool = False,
-) -> JSON:
-    """One operation; every protected one may also answer 401 and 429."""
-    answers = dict(responses)
+def _operation(route: Route) -> JSON:
+    """One route's operation; every protected one may also answer 401, every admin one
+    403, and all 429."""
+    answers = dict(route.responses)
+    public = route.role == PUBLIC
     if not public:
         answers.update(_errors(401))
+    if route.role == ADMIN:
+        answers.update(_errors(403))
     answers.update(_errors(429))
-    operation: JSON = {"operationId": operation_id, "summary": summary, "tags": [tag]}
-    if parameters:
-        operation["parameters"] = parameters
-    if body is not None:
+    operation: JSON = {
+        "operationId": route.operation_id,
+        "summary": route.summary,
+        "tags": [route.tag],
+    }
+    if route.params:
+        operation["parameters"] = [param.openapi() for param in route.params]
+    if route.body is not None:
         operation["requestBody"] = {
             "required": True,
-            "content": {"application/json": {"schema": body}},
+            "content": {"application/json": {"schema": _ref(route.body)}},
         }
     operation["responses"] = answers
     if public:
@@ -110,18 +69,12 @@ def _operation(
     return operation
 
 
-_TENANT_QUERY: Final = _query(
-    "tenant", "Only this tenant (empty: every tenant).", {"type": "string"}
-)
-_LIMIT_QUERY: Final = _query(
-    "limit",
-    "At most this many items.",
-    {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
-)
-_CLIENT_ID: Final = _path("client_id", "The session's MQTT client identifier.")
-_TENANT_NAME: Final = _path("name", "The tenant's name.")
-_USERNAME: Final = _path("username", "The credential's username.")
-_NO_CONTENT: Final = {"204": {"description": "Done; no body."}}
+def _paths(routes: tuple[Route, ...]) -> JSON:
+    paths: JSON = {}
+    for route in routes:
+        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route)
+    return paths
+
 
 _QUOTA_PROPERTIES: Final = {
     "max_connections_per_node": {"type": "integer", "minimum": 0},
@@ -203,6 +156,15 @@ _SESSION_PROPERTIES: Final[JSON] = {
     },
     "inflight": {"type": "integer", "minimum": 0, "description": "QoS 1/2 unacknowledged."},
     "disconnected_at": _NUMBER_OR_NULL,
+    "username": {
+        "type": ["string", "null"],
+        "description": "The username the connected client authenticated with; null offline "
+        "or anonymous.",
+    },
+    "address": {
+        "type": ["string", "null"],
+        "description": "The connected client's address (host:port); null offline.",
+    },
 }
 
 
@@ -343,6 +305,11 @@ _SCHEMAS: Final[JSON] = {
                 "minimum": 0,
                 "description": "Messages waiting in storage (persistent sessions only).",
             },
+            "keep_alive": {
+                "type": ["integer", "null"],
+                "minimum": 0,
+                "description": "The Keep Alive in force, in seconds (0: none); null offline.",
+            },
             "write_buffer_bytes": {
                 "type": ["integer", "null"],
                 "minimum": 0,
@@ -355,9 +322,24 @@ _SCHEMAS: Final[JSON] = {
                 "unacked_packet_ids, pack_offset, updated_at, connected, error.",
             },
         },
-        [*_SESSION_PROPERTIES, "peer"],
+        [*_SESSION_PROPERTIES, "peer", "keep_alive", "write_buffer_bytes"],
     ),
-    "SessionList": _object({"sessions": {"type": "array", "items": _ref("Session")}}, ["sessions"]),
+    "SessionList": _object(
+        {
+            "items": {"type": "array", "items": _ref("Session")},
+            "sessions": {
+                "type": "array",
+                "items": _ref("Session"),
+                "description": "The same as `items` (the name before paging).",
+            },
+            "next_cursor": {
+                "type": ["string", "null"],
+                "description": "The `cursor` of the next page; null: this is the last.",
+            },
+            "total": {"type": "integer", "minimum": 0, "description": "Sessions that match."},
+        },
+        ["items", "sessions", "next_cursor", "total"],
+    ),
     "Disconnected": _object(
         {"disconnected": {"type": "boolean", "description": "False: it was not connected."}},
         ["disconnected"],
@@ -394,13 +376,112 @@ _SCHEMAS: Final[JSON] = {
             "qos": {"type": "integer", "minimum": 0, "maximum": 2},
             "payload_size": {"type": "integer"},
             "payload": {"type": "string", "contentEncoding": "base64"},
+            "payload_text": {
+                "type": ["string", "null"],
+                "description": "The payload as text when it is UTF-8; else null.",
+            },
             "created_at": _NUMBER_OR_NULL,
             "expires_at": _NUMBER_OR_NULL,
         },
-        ["tenant", "topic", "qos", "payload_size", "payload", "created_at", "expires_at"],
+        [
+            "tenant",
+            "topic",
+            "qos",
+            "payload_size",
+            "payload",
+            "payload_text",
+            "created_at",
+            "expires_at",
+        ],
     ),
     "RetainedList": _object(
         {"retained": {"type": "array", "items": _ref("Retained")}}, ["retained"]
+    ),
+    "Listener": _object(
+        {
+            "name": {"type": "string", "enum": ["tcp", "tls", "ws", "wss"]},
+            "port": {"type": "integer"},
+            "connections": {"type": "integer", "minimum": 0},
+        },
+        ["name", "port", "connections"],
+    ),
+    "Node": _object(
+        {
+            "version": {"type": "string"},
+            "uptime_seconds": {"type": "number"},
+            "started_at": {"type": "number", "description": "Seconds since the epoch."},
+            "mode": {"type": "string", "enum": ["embedded", "distributed"]},
+            "node_id": {"type": "string"},
+            "listeners": {"type": "array", "items": _ref("Listener")},
+            "limits": _object(
+                {
+                    "node": _ref("Quota"),
+                    "max_tcp_connection_rate": {"type": "number", "minimum": 0},
+                    "usage": _ref("Usage"),
+                },
+                ["node", "max_tcp_connection_rate", "usage"],
+            ),
+            "default_quota": _ref("Quota"),
+            "tenants": {
+                "type": "array",
+                "items": _ref("Tenant"),
+                "description": "Stored tenants and those in use on this node, by name.",
+            },
+        },
+        [
+            "version",
+            "uptime_seconds",
+            "started_at",
+            "mode",
+            "node_id",
+            "listeners",
+            "limits",
+            "default_quota",
+            "tenants",
+        ],
+    ),
+    "Kafka": _object(
+        {
+            "distributed": {"type": "boolean", "description": "False: embedded, no Kafka."},
+            "topic_prefix": {"type": ["string", "null"]},
+            "topics": {
+                "type": "array",
+                "items": _object(
+                    {
+                        "name": {"type": "string"},
+                        "partitions": {"type": "integer", "minimum": 0},
+                        "end_offset": {
+                            "type": "integer",
+                            "minimum": 0,
+                            "description": "The end offsets of its partitions, summed.",
+                        },
+                    },
+                    ["name", "partitions", "end_offset"],
+                ),
+            },
+            "consumer_groups": {
+                "type": "array",
+                "items": _object(
+                    {
+                        "group": {"type": "string"},
+                        "state": {"type": "string"},
+                        "members": {"type": "integer", "minimum": 0},
+                        "partitions": {
+                            "type": "integer",
+                            "minimum": 0,
+                            "description": "Partitions it has committed offsets on.",
+                        },
+                        "lag": {
+                            "type": "integer",
+                            "minimum": 0,
+                            "description": "Records not consumed yet, over those partitions.",
+                        },
+                    },
+                    ["group", "state", "members", "partitions", "lag"],
+                ),
+            },
+        },
+        ["distributed", "topic_prefix", "topics", "consumer_groups"],
     ),
     "Credential": _object(
         {
@@ -440,6 +521,11 @@ _RESPONSES: Final[JSON] = {
         **_json(_ref("TokenError"), "Missing or wrong bearer token."),
         "headers": {"WWW-Authenticate": {"schema": {"type": "string", "const": "Bearer"}}},
     },
+    "Forbidden": _json(
+        _ref("Error"),
+        "The caller's role may not do this (a viewer asking "
+        "for a change); `field` is `Authorization`.",
+    ),
     "NotFound": _json(_ref("Error"), "No such item."),
     "Conflict": _json(_ref("Error"), "The username is taken."),
     "TooManyRequests": {
@@ -455,295 +541,9 @@ _RESPONSES: Final[JSON] = {
     "IntegrationsOff": _json(_ref("ServerError"), "The broker runs no integrations."),
 }
 
-_API = "/api/v1"
-_INTEGRATION_NAME: Final = _path("name", "The integration's name.")
-_INTEGRATIONS_OFF: Final = {"503": {"$ref": "#/components/responses/IntegrationsOff"}}
-
-_PATHS: Final[JSON] = {
-    "/health": {
-        "get": _operation(
-            "health",
-            "Liveness: version, uptime and MQTT port (no token needed).",
-            {"200": _json(_ref("Health"), "Serving.")},
-            tag="service",
-            public=True,
-        )
-    },
-    "/openapi.json": {
-        "get": _operation(
-            "openapi",
-            "This document (no token needed).",
-            {"200": _json({"type": "object"}, "The OpenAPI 3.1 document.")},
-            tag="service",
-            public=True,
-        )
-    },
-    "/metrics": {
-        "get": _operation(
-            "metrics",
-            "Prometheus metrics (text format 0.0.4).",
-            {
-                "200": {
-                    "description": "Metrics.",
-                    "content": {"text/plain; version=0.0.4": {"schema": {"type": "string"}}},
-                }
-            },
-            tag="service",
-        )
-    },
-    f"{_API}/cluster": {
-        "get": _operation(
-            "getCluster",
-            "The nodes of the cluster from their heartbeats in Redis: clients, consumer "
-            "lag, last heartbeat, state (503: Redis cannot be reached).",
-            {"200": _json(_ref("Cluster"), "The nodes.")} | _errors(400, 503),
-            tag="cluster",
-        )
-    },
-    f"{_API}/sessions": {
-        "get": _operation(
-            "listSessions",
-            "Sessions, online or not, ordered by client id.",
-            {"200": _json(_ref("SessionList"), "Sessions.")} | _errors(400),
-            tag="sessions",
-            parameters=[
-                _TENANT_QUERY,
-                _query("prefix", "Only client ids starting with this.", {"type": "string"}),
-                _LIMIT_QUERY,
-            ],
-        )
-    },
-    f"{_API}/sessions/{{client_id}}": {
-        "get": _operation(
-            "getSession",
-            "One session with its subscriptions.",
-            {"200": _json(_ref("SessionDetail"), "The session.")} | _errors(400, 404),
-            tag="sessions",
-            parameters=[_CLIENT_ID],
-        ),
-        "delete": _operation(
-            "removeSession",
-            "Disconnect the client if connected and delete its session and queue.",
-            _NO_CONTENT | _errors(400, 404),
-            tag="sessions",
-            parameters=[_CLIENT_ID],
-        ),
-    },
-    f"{_API}/sessions/{{client_id}}/disconnect": {
-        "post": _operation(
-            "disconnectSession",
-            "Close the client's connection (5.0: DISCONNECT 0x98); the session stays.",
-            {"200": _json(_ref("Disconnected"), "Whether a connection was closed.")}
-            | _errors(400, 404),
-            tag="sessions",
-            parameters=[_CLIENT_ID],
-        )
-    },
-    f"{_API}/subscriptions": {
-        "get": _operation(
-            "listSubscriptions",
-            "Subscriptions of every session (or of one tenant or client), by client id.",
-            {"200": _json(_ref("SubscriptionList"), "Subscriptions.")} | _errors(400),
-            tag="sessions",
-            parameters=[
-                _TENANT_QUERY,
-                _query("client_id", "Only this client's.", {"type": "string"}),
-                _LIMIT_QUERY,
-            ],
-        )
-    },
-    f"{_API}/retained": {
-        "get": _operation(
-            "listRetained",
-            "Retained messages, by tenant and topic.",
-            {"200": _json(_ref("RetainedList"), "Retained messages.")} | _errors(400),
-            tag="retained",
-            parameters=[_TENANT_QUERY, _LIMIT_QUERY],
-        ),
-        "delete": _operation(
-            "deleteRetained",
-            "Remove the retained message of one topic.",
-            _NO_CONTENT | _errors(400, 404),
-            tag="retained",
-            parameters=[
-                _query(
-                    "tenant",
-                    "The tenant.",
-                    {"type": "string", "pattern": TENANT_PATTERN, "default": "default"},
-                ),
-                _query("topic", "The topic name.", {"type": "string"}, required=True),
-            ],
-        ),
-    },
-    f"{_API}/tenants": {
-        "get": _operation(
-            "listTenants",
-            "The default quota and every stored tenant, with usage on this node.",
-            {"200": _json(_ref("TenantList"), "Tenants.")} | _errors(400),
-            tag="tenants",
-        )
-    },
-    f"{_API}/tenants/{{name}}": {
-        "get": _operation(
-            "getTenant",
-            "One tenant (unstored ones: `default` or tenants in use on this node).",
-            {"200": _json(_ref("Tenant"), "The tenant.")} | _errors(400, 404),
-            tag="tenants",
-            parameters=[_TENANT_NAME],
-        ),
-        "put": _operation(
-            "putTenant",
-            "Store and apply the tenant's quota at once (a subset of fields).",
-            {"200": _json(_ref("Tenant"), "The tenant as stored.")} | _errors(400, 503),
-            tag="tenants",
-            parameters=[_TENANT_NAME],
-            body=_ref("QuotaChange"),
-        ),
-        "delete": _operation(
-            "deleteTenant",
-            "Remove the tenant's row; its clients fall back to the default quota.",
-            _NO_CONTENT | _errors(400, 404, 503),
-            tag="tenants",
-            parameters=[_TENANT_NAME],
-        ),
-    },
-    f"{_API}/limits": {
-        "get": _operation(
-            "getLimits",
-            "The node layer's limits and its TCP connection rate.",
-            {"200": _json(_ref("NodeLimits"), "Node limits.")} | _errors(400),
-            tag="limits",
-        ),
-        "put": _operation(
-            "putLimits",
-            "Apply new node limits at once (not written to broker.toml).",
-            {"200": _json(_ref("NodeLimits"), "Node limits now.")} | _errors(400),
-            tag="limits",
-            body=_ref("NodeQuotaChange"),
-        ),
-    },
-    f"{_API}/credentials": {
-        "get": _operation(
-            "listCredentials",
-            "Credentials, ordered by username (never the password hash).",
-            {"200": _json(_ref("CredentialList"), "Credentials.")} | _errors(400, 503),
-            tag="credentials",
-            parameters=[_TENANT_QUERY],
-        ),
-        "post": _operation(
-            "addCredential",
-            "Add a credential; the password is stored as a salted slow hash.",
-            {"201": _json(_ref("Credential"), "The credential.")} | _errors(400, 409, 503),
-            tag="credentials",
-            body=_ref("CredentialCreate"),
-        ),
-    },
-    f"{_API}/credentials/{{username}}": {
-        "get": _operation(
-            "getCredential",
-            "One credential.",
-            {"200": _json(_ref("Credential"), "The credential.")} | _errors(400, 404, 503),
-            tag="credentials",
-            parameters=[_USERNAME],
-        ),
-        "put": _operation(
-            "putCredential",
-            "Change some fields of a credential (password included).",
-            {"200": _json(_ref("Credential"), "The credential.")} | _errors(400, 404, 503),
-            tag="credentials",
-            parameters=[_USERNAME],
-            body=_ref("CredentialChange"),
-        ),
-        "delete": _operation(
-            "deleteCredential",
-            "Remove a credential.",
-            _NO_CONTENT | _errors(400, 404, 503),
-            tag="credentials",
-            parameters=[_USERNAME],
-        ),
-    },
-    f"{_API}/integrations": {
-        "get": _operation(
-            "listIntegrations",
-            'Every integration (secrets as "***") with its state, counters and lag.',
-            {"200": _json(_ref("IntegrationList"), "Integrations, by name.")}
-            | _errors(400)
-            | _INTEGRATIONS_OFF,
-            tag="integrations",
-        ),
-        "post": _operation(
-            "addIntegration",
-            "Check, store and start an integration (400 names the key at fault).",
-            {"201": _json(_ref("Integration"), "The integration.")}
-            | _errors(400, 409)
-            | _INTEGRATIONS_OFF,
-            tag="integrations",
-            body=_ref("IntegrationTable"),
-        ),
-    },
-    f"{_API}/integrations/{{name}}": {
-        "get": _operation(
-            "getIntegration",
-            "One integration.",
-            {"200": _json(_ref("Integration"), "The integration.")}
-            | _errors(400, 404)
-            | _INTEGRATIONS_OFF,
-            tag="integrations",
-            parameters=[_INTEGRATION_NAME],
-        ),
-        "put": _operation(
-            "putIntegration",
-            "Replace some keys and restart the integration live; its backlog is kept.",
-            {"200": _json(_ref("Integration"), "The integration.")}
-            | _errors(400, 404)
-            | _INTEGRATIONS_OFF,
-            tag="integrations",
-            parameters=[_INTEGRATION_NAME],
-            body=_ref("IntegrationChange"),
-        ),
-        "delete": _operation(
-            "deleteIntegration",
-            "Stop the integration and delete it with its backlog.",
-            _NO_CONTENT | _errors(400, 404) | _INTEGRATIONS_OFF,
-            tag="integrations",
-            parameters=[_INTEGRATION_NAME],
-        ),
-    },
-    f"{_API}/integrations/{{name}}/pause": {
-        "post": _operation(
-            "pauseIntegration",
-            "Send nothing after the batch in progress; the backlog keeps filling.",
-            {"200": _json(_ref("Integration"), "The integration.")}
-            | _errors(400, 404)
-            | _INTEGRATIONS_OFF,
-            tag="integrations",
-            parameters=[_INTEGRATION_NAME],
-        )
-    },
-    f"{_API}/integrations/{{name}}/resume": {
-        "post": _operation(
-            "resumeIntegration",
-            "Deliver again, from the oldest message waiting.",
-            {"200": _json(_ref("Integration"), "The integration.")}
-            | _errors(400, 404)
-            | _INTEGRATIONS_OFF,
-            tag="integrations",
-            parameters=[_INTEGRATION_NAME],
-        )
-    },
-    f"{_API}/integrations/{{name}}/test": {
-        "post": _operation(
-            "testIntegration",
-            "Send one sample message through a fresh sink and answer what the sink said "
-            "(400: the sink did not accept it, with its reason, naming the key that says "
-            "where the sink is, e.g. integration.url).",
-            {"200": _json(_ref("IntegrationTestAnswer"), "The sink accepted the sample.")}
-            | _errors(400, 404)
-            | _INTEGRATIONS_OFF,
-            tag="integrations",
-            parameters=[_INTEGRATION_NAME],
-        )
-    },
+_PATHS: Final[JSON] = _paths(ROUTES)
+_ROUTE_SCHEMAS: Final[JSON] = {
+    name: schema for route in ROUTES for name, schema in route.schemas.items()
 }
 
 _DOCUMENT: Final[JSON] = {
@@ -772,7 +572,7 @@ _DOCUMENT: Final[JSON] = {
     ],
     "paths": _PATHS,
     "components": {
-        "schemas": _SCHEMAS | INTEGRATION_SCHEMAS,
+        "schemas": _SCHEMAS | INTEGRATION_SCHEMAS | _ROUTE_SCHEMAS,
         "responses": _RESPONSES,
         "securitySchemes": {
             "bearerAuth": {

@@ -1,56 +1,86 @@
-"""Every route of the admin API: health, the OpenAPI document and /metrics here, the
-rest in routes_sessions, routes_tenants and routes_credentials. The OpenAPI document
-(mqttq.admin.openapi) lists the same routes; a test keeps the two in step."""
+"""The server's routes, made from the route table (mqttq.admin.api_table): each table entry
+becomes one aiohttp route whose handler gets a `Call` with the query checked against the
+entry's parameters. The OpenAPI document is made from the same table, so the two cannot
+drift."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Final
+import importlib
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, Final
 
 from aiohttp import web
 
-from mqttq.admin.backend import AdminBackend
-from mqttq.admin.metrics import CONTENT_TYPE
-from mqttq.admin.openapi import openapi_document
-from mqttq.admin.routes_credentials import credential_routes
-from mqttq.admin.routes_sessions import session_routes
-from mqttq.admin.routes_tenants import tenant_routes
-from mqttq.admin.validation import query_params
-from mqttq.cluster.status import ClusterStatusError
+from mqttq.admin.api_table import PUBLIC, ROUTES, Param, Route
+from mqttq.admin.call import PRINCIPAL_KEY, AdminContext, Call, Principal
+from mqttq.admin.validation import ApiError
 
-__all__ = ["PUBLIC_PATHS", "admin_routes"]
+__all__ = ["PUBLIC_PATHS", "Handler", "check_query", "resolve_handler", "table_routes"]
 
-PUBLIC_PATHS: Final = frozenset({"/health", "/openapi.json"})
-"""Route patterns served without the bearer token."""
+Handler = Callable[[Call], Awaitable[web.StreamResponse]]
+
+PUBLIC_PATHS: Final = frozenset(route.path for route in ROUTES if route.role == PUBLIC)
+"""Route patterns served without credentials."""
+
+_ANONYMOUS: Final = Principal("anonymous", PUBLIC, "anonymous")
 
 
-def admin_routes(backend: AdminBackend, render_metrics: Callable[[], bytes]) -> list[web.RouteDef]:
-    """Every route; `render_metrics` returns the /metrics body (Prometheus text)."""
-    document = openapi_document()
+def resolve_handler(name: str) -> Handler:
+    """The function a table entry names (`module:function`, the module under mqttq.admin
+    unless it starts with `mqttq.`)."""
+    module_name, _, function = name.partition(":")
+    if not module_name.startswith("mqttq."):
+        module_name = f"mqttq.admin.{module_name}"
+    handler: Handler = getattr(importlib.import_module(module_name), function)
+    return handler
 
-    # No query check on these three: monitoring tools may add parameters of their own.
-    async def health(request: web.Request) -> web.Response:
-        return web.json_response(backend.health())
 
-    async def openapi(request: web.Request) -> web.Response:
-        return web.json_response(document)
+def table_routes(
+    context: AdminContext, routes: Iterable[Route] = ROUTES
+) -> tuple[list[web.RouteDef], dict[tuple[str, str], Route]]:
+    """The aiohttp routes of `routes`, and each route by (method, path pattern)."""
+    defs: list[web.RouteDef] = []
+    by_key: dict[tuple[str, str], Route] = {}
+    for route in routes:
+        serve = _serve(route, context)
+        if route.method == "GET":  # no implicit HEAD: only what the table declares
+            defs.append(web.get(route.path, serve, allow_head=False))
+        else:
+            defs.append(web.route(route.method, route.path, serve))
+        by_key[(route.method, route.path)] = route
+    return defs, by_key
 
-    async def metrics(request: web.Request) -> web.Response:
-        return web.Response(body=render_metrics(), headers={"Content-Type": CONTENT_TYPE})
 
-    async def cluster(request: web.Request) -> web.Response:
-        query_params(request, ())
-        try:
-            return web.json_response(await backend.cluster_status())
-        except ClusterStatusError as exc:
-            return web.json_response({"error": str(exc), "field": None}, status=503)
+def _serve(route: Route, context: AdminContext) -> Callable[[web.Request], Awaitable[Any]]:
+    handler = resolve_handler(route.handler)
+    query = route.query
 
-    return [
-        web.get("/health", health, allow_head=False),
-        web.get("/api/v1/cluster", cluster, allow_head=False),
-        web.get("/openapi.json", openapi, allow_head=False),
-        web.get("/metrics", metrics, allow_head=False),
-        *session_routes(backend),
-        *tenant_routes(backend),
-        *credential_routes(backend),
-    ]
+    async def run(request: web.Request) -> web.StreamResponse:
+        values = {} if route.open_query else check_query(request.query, query)
+        principal = request.get(PRINCIPAL_KEY, _ANONYMOUS)
+        return await handler(Call(request, values, principal, context))
+
+    return run
+
+
+def check_query(given: Mapping[str, str], params: Iterable[Param]) -> dict[str, Any]:
+    """The parameters of `params` that `given` holds with a non-empty value, each as its
+    `parse` returns it. Refused (400, naming the parameter): an unknown or repeated one, a
+    required one missing (`required`), a value its `parse` refuses."""
+    declared = {param.name: param for param in params}
+    values: dict[str, Any] = {}
+    getall = getattr(given, "getall", None)
+    for key in given:
+        param = declared.get(key)
+        if param is None:
+            known = ", ".join(declared) or "none"
+            raise ApiError(400, f"unknown query parameter; known parameters: {known}", key)
+        found = getall(key) if getall is not None else [given[key]]
+        if len(found) > 1:
+            raise ApiError(400, "given more than once", key)
+        if found[0]:
+            values[key] = found[0] if param.parse is None else param.parse(found[0])
+    for param in declared.values():
+        if param.required and param.name not in values:
+            raise ApiError(400, "required", param.name)
+    return values

@@ -10,8 +10,12 @@ Every request passes three middlewares, outermost first:
   the id does not dodge it) and client address, so a flood from one address cannot spend
   another caller's budget; a request waits up to `rate_wait` seconds for a token, then
   gets 429 with Retry-After. Refusals are counted per route for /metrics;
-- authenticate: `Authorization: Bearer <token>` on every route but /health and
-  /openapi.json (401 with `WWW-Authenticate: Bearer`).
+- authorize: every route declares the role it needs (mqttq.admin.api_table: public,
+  viewer for reads, admin for changes); `AdminServer.authorize(request, role)` asks each
+  authenticator in turn (the bearer token first: `Authorization: Bearer <token>` is an
+  admin) for the caller, and answers 401 (with `WWW-Authenticate: Bearer`) when none
+  knows it, 403 when its role is short of the route's. An extension (a browser login)
+  appends its own authenticator to `AdminServer.authenticators`.
 
 The rate limit comes before authentication so that a flood with a missing or wrong token
 is refused and counted like any other: it bounds the work (and the token guesses) any
@@ -26,16 +30,19 @@ import asyncio
 import hmac
 import logging
 import math
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
+from mqttq.admin.api_table import ADMIN, PUBLIC, VIEWER, Role, Route
 from mqttq.admin.backend import AdminBackend, UnknownTenant
+from mqttq.admin.call import PRINCIPAL_KEY, AdminContext, Principal
 from mqttq.admin.client import admin_url
 from mqttq.admin.metrics import AdminMetrics
-from mqttq.admin.routes import PUBLIC_PATHS, admin_routes
-from mqttq.admin.routes_integrations import integration_routes
+from mqttq.admin.openapi import openapi_document
+from mqttq.admin.routes import table_routes
 from mqttq.admin.validation import ApiError
 from mqttq.auth.ports import AuthStoreError, CredentialExists
 from mqttq.limits.bucket import TokenBucket
@@ -44,7 +51,7 @@ from mqttq.limits.quota import QuotaError
 if TYPE_CHECKING:
     from mqttq.integrations.manager import IntegrationManager
 
-__all__ = ["UNMATCHED_ROUTE", "AdminServer", "UriRateLimit"]
+__all__ = ["UNMATCHED_ROUTE", "AdminServer", "Authenticator", "UriRateLimit"]
 
 log = logging.getLogger("mqttq.admin")
 
@@ -55,6 +62,12 @@ SHUTDOWN_TIMEOUT: Final = 2.0
 _HTTP_ERROR_FIELDS: Final = {404: "path", 405: "method", 413: "body"}
 """The field aiohttp's own 4xx answers blame (else `path`: the router refused it)."""
 
+
+Authenticator = Callable[[web.Request], Awaitable[Principal | None]]
+"""Who made a request by one means (a token, a cookie, ...): None when the request
+carries none of it, ApiError (401) when it carries a wrong one."""
+
+_ROLE_RANK: Final[dict[Role, int]] = {PUBLIC: 0, VIEWER: 1, ADMIN: 2}
 
 MAX_RATE_BUCKETS: Final = 10_000
 """(route, address) buckets kept; past it, the full (idle) ones are forgotten."""
@@ -148,9 +161,12 @@ class AdminServer:
         self._token = _encode(token)
         self.integrations = integrations
         self._metrics = AdminMetrics(backend, lambda: self.rate_limit.refused, integrations)
-        self.app = web.Application(middlewares=[_errors, self._rate, self._authenticate])
-        self.app.add_routes(admin_routes(backend, self._metrics.render))
-        self.app.add_routes(integration_routes(integrations))
+        self.authenticators: list[Authenticator] = [self._bearer]
+        """Asked in turn by `authorize`; the first that knows the caller decides."""
+        self.app = web.Application(middlewares=[_errors, self._rate, self._authorize])
+        context = AdminContext(backend, integrations, self._metrics.render, openapi_document())
+        routes, self.routes = table_routes(context)
+        self.app.add_routes(routes)
         patterns = sorted({resource.canonical for resource in self.app.router.resources()})
         self.rate_limit = UriRateLimit(uri_rate, rate_wait, patterns)
         self._runner: web.AppRunner | None = None
@@ -195,19 +211,58 @@ class AdminServer:
         if runner is not None:
             await runner.cleanup()
 
+    async def authorize(self, request: web.Request, role: Role) -> Principal | web.Response:
+        """The caller of `request` when it holds `role` (anyone for public routes), else
+        the error to answer: 401 when no authenticator knows the caller, 403 when its
+        role is short."""
+        if role == PUBLIC:
+            return Principal("anonymous", PUBLIC, "anonymous")
+        try:
+            for authenticate in self.authenticators:
+                principal = await authenticate(request)
+                if principal is not None:
+                    break
+            else:
+                raise _unauthorized("missing or wrong bearer token")
+        except ApiError as exc:
+            return _error(exc.status, exc.message, exc.field, exc.headers)
+        if _ROLE_RANK[principal.role] < _ROLE_RANK[role]:
+            return _error(
+                403,
+                f"this needs the {role} role; {principal.name} is a {principal.role}",
+                "Authorization",
+            )
+        return principal
+
+    async def _bearer(self, request: web.Request) -> Principal | None:
+        """The bearer token's holder (an admin); None without an Authorization header,
+        401 with a wrong one."""
+        header = request.headers.get("Authorization")
+        if header is None:
+            return None
+        scheme, _, given = header.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            _encode(given.strip()), self._token
+        ):
+            raise _unauthorized("missing or wrong bearer token")
+        return Principal("token", ADMIN, "token")
+
+    def route_of(self, request: web.Request) -> Route | None:
+        """The table's route `request` matched (None: it matched none)."""
+        resource = request.match_info.route.resource
+        if resource is None:
+            return None
+        return self.routes.get((request.method, resource.canonical))
+
     @web.middleware
-    async def _authenticate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if _route_of(request) not in PUBLIC_PATHS:
-            scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-            if scheme.lower() != "bearer" or not hmac.compare_digest(
-                _encode(given.strip()), self._token
-            ):
-                raise ApiError(
-                    401,
-                    "missing or wrong bearer token",
-                    "Authorization",
-                    {"WWW-Authenticate": "Bearer"},
-                )
+    async def _authorize(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        route = self.route_of(request)
+        # A request matching no route still needs a caller: an unknown path answers 401
+        # to strangers, so the routes cannot be mapped without the token.
+        found = await self.authorize(request, VIEWER if route is None else route.role)
+        if isinstance(found, web.Response):
+            return found
+        request[PRINCIPAL_KEY] = found
         return await handler(request)
 
     @web.middleware
@@ -244,6 +299,10 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         response = _error(500, "internal error")
     log.debug("admin API: %s %s -> %d", request.method, request.path, response.status)
     return response
+
+
+def _unauthorized(message: str) -> ApiError:
+    return ApiError(401, message, "Authorization", {"WWW-Authenticate": "Bearer"})
 
 
 def _error(

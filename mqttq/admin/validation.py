@@ -11,14 +11,15 @@ import json
 import math
 import re
 from collections.abc import Collection, Mapping
-from typing import Any, Final, NoReturn
-
-from aiohttp import web
+from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from mqttq.auth.model import ClientType
 from mqttq.auth.rules import AclRule, parse_rule
 from mqttq.errors import MqttqError, ProtocolError
 from mqttq.routing.topics import validate_topic_filter, validate_topic_name
+
+if TYPE_CHECKING:  # aiohttp only for annotations: the route table (and the CLI) import this
+    from aiohttp import web
 
 __all__ = [
     "CREDENTIAL_CREATE_FIELDS",
@@ -28,14 +29,17 @@ __all__ = [
     "MAX_RATE",
     "MAX_TENANT_LENGTH",
     "MAX_USERNAME_LENGTH",
+    "SESSION_STATES",
     "TENANT_PATTERN",
     "ApiError",
+    "limit_value",
     "parse_credential_changes",
     "parse_limit",
     "parse_new_credential",
     "parse_rate",
     "query_params",
     "read_object",
+    "session_state",
     "tenant_name",
     "topic_name",
 ]
@@ -43,6 +47,7 @@ __all__ = [
 DEFAULT_LIMIT: Final = 100
 MAX_LIMIT: Final = 10_000
 MAX_USERNAME_LENGTH: Final = 256
+SESSION_STATES: Final = ("connected", "offline")
 MAX_RATE: Final = 2**62
 """The largest rate (per second) a body may set, as for quota fields."""
 MAX_TENANT_LENGTH: Final = 128
@@ -136,11 +141,18 @@ def query_params(request: web.Request, allowed: Collection[str]) -> dict[str, st
     return values
 
 
-def parse_limit(params: Mapping[str, str]) -> int:
+def parse_limit(params: Mapping[str, Any]) -> int:
     """The `limit` parameter: an integer 1..10000, 100 when absent."""
     raw = params.get("limit")
     if raw is None:
         return DEFAULT_LIMIT
+    if isinstance(raw, int):  # already parsed by the route table
+        return raw
+    return limit_value(raw)
+
+
+def limit_value(raw: str) -> int:
+    """A `limit` query value: an integer 1..10000."""
     # The length bound keeps int() away from huge digit strings (it refuses > 4300 digits).
     if len(raw) > 10 or not raw.isascii() or not raw.isdigit():
         _bad("limit", f"must be an integer from 1 to {MAX_LIMIT}, got {raw!r}")
@@ -148,6 +160,13 @@ def parse_limit(params: Mapping[str, str]) -> int:
     if not 1 <= limit <= MAX_LIMIT:
         _bad("limit", f"must be an integer from 1 to {MAX_LIMIT}, got {limit}")
     return limit
+
+
+def session_state(raw: str) -> str:
+    """A `state` query value of the session list: `connected` or `offline`."""
+    if raw not in SESSION_STATES:
+        _bad("state", f"must be one of {', '.join(SESSION_STATES)}, got {raw!r}")
+    return raw
 
 
 def topic_name(value: str, field: str = "topic") -> str:

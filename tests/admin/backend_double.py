@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from mqttq import __version__
-from mqttq.admin.backend import MetricsSnapshot, UnknownTenant
+from mqttq.admin.backend import MetricsSnapshot, SessionFilter, UnknownTenant
 from mqttq.auth.model import Credential, Tenant
 from mqttq.auth.ports import AuthStore
 from mqttq.limits.quota import Quota
@@ -49,13 +49,24 @@ class BackendDouble:
     async def cluster_status(self) -> JSON:
         return {"distributed": False, "nodes": [], "alive": 0, "stale": 0, "gone": 0}
 
-    async def list_sessions(self, tenant: str | None, prefix: str | None, limit: int) -> list[JSON]:
+    def node_info(self) -> JSON:
+        raise NotImplementedError("tested on a real broker")
+
+    async def kafka_status(self) -> JSON:
+        return {"distributed": False, "topic_prefix": None, "topics": [], "consumer_groups": []}
+
+    async def list_sessions(
+        self, where: SessionFilter, limit: int, cursor: str | None = None
+    ) -> JSON:
         if self.broken:
             raise RuntimeError("the double was told to break")
-        return []
+        return {"items": [], "next_cursor": None, "total": 0}
 
     async def get_session(self, client_id: str) -> JSON | None:
         return None
+
+    def has_session(self, client_id: str) -> bool:
+        return False
 
     def disconnect_session(self, client_id: str) -> bool:
         return False
@@ -64,11 +75,18 @@ class BackendDouble:
         return False
 
     def list_subscriptions(
-        self, tenant: str | None, client_id: str | None, limit: int
+        self,
+        tenant: str | None,
+        client_id: str | None,
+        limit: int,
+        topic_filter: str | None = None,
+        filter_prefix: str | None = None,
     ) -> list[JSON]:
         return []
 
-    def list_retained(self, tenant: str | None, limit: int) -> list[JSON]:
+    def list_retained(
+        self, tenant: str | None, limit: int, prefix: str | None = None
+    ) -> list[JSON]:
         return []
 
     async def delete_retained(self, tenant: str, topic: str) -> bool:

@@ -120,7 +120,11 @@ def test_list_sessions_filters_and_limits(admin: RunAdmin) -> None:
         answer = await api.get(f"{API}/sessions")
         assert answer.status == 200
         assert [s["client_id"] for s in answer.body["sessions"]] == ["c1", "c2", "d1"]
-        assert answer.body["sessions"][0] == {
+        assert answer.body["items"] == answer.body["sessions"]
+        assert (answer.body["next_cursor"], answer.body["total"]) == (None, 3)
+        first = dict(answer.body["sessions"][0])
+        assert first.pop("address").startswith("127.0.0.1:")
+        assert first == {
             "client_id": "c1",
             "tenant": "acme",
             "client_type": "DEVICE",
@@ -133,8 +137,10 @@ def test_list_sessions_filters_and_limits(admin: RunAdmin) -> None:
             "queued": 0,
             "inflight": 0,
             "disconnected_at": None,
+            "username": None,
         }
         offline = answer.body["sessions"][1]
+        assert (offline["address"], offline["username"]) == (None, None)
         assert (offline["connected"], offline["persistent"]) == (False, True)
         assert isinstance(offline["disconnected_at"], float)
         by_tenant = await api.get(f"{API}/sessions", params={"tenant": "default"})
@@ -277,6 +283,7 @@ def test_list_and_delete_retained(admin: RunAdmin) -> None:
             "qos": 1,
             "payload_size": 2,
             "payload": "aGk=",
+            "payload_text": "hi",
             "created_at": None,
             "expires_at": None,
         }

@@ -105,7 +105,8 @@ def test_listings_filter_by_tenant_and_limit(real: RealBroker) -> None:
         ("d1", "default", 1),
         ("d2", "default", 0),
     ]
-    assert every[0] | {"disconnected_at": None} == {
+    assert every[0]["address"].startswith("127.0.0.1:")
+    assert every[0] | {"disconnected_at": None, "address": None} == {
         "client_id": "a1",
         "tenant": "acme",
         "client_type": "DEVICE",
@@ -118,6 +119,8 @@ def test_listings_filter_by_tenant_and_limit(real: RealBroker) -> None:
         "queued": 0,
         "inflight": 0,
         "disconnected_at": None,
+        "username": None,
+        "address": None,
     }
 
     def sessions(**params: str | int) -> list[str]:

@@ -293,6 +293,16 @@ class Hub(SessionHost):
             return future
         return self.tasks.spawn(self.storage.set_retained(tenant, topic, message), "set_retained")
 
+    def delete_retained(self, tenant: str, topic: str) -> asyncio.Future[Any] | None:
+        """Delete `topic`'s retained message on an administrator's request, as an empty
+        retained PUBLISH clears it [MQTT-3.3.1-6]: from memory, giving back the topic it
+        held, and from storage, or from every node of a cluster. The future settles once
+        stored; None when the topic held no retained message."""
+        space = self.spaces.get(tenant)
+        if space is None or not space.drop_retained(topic):
+            return None
+        return self._store_retained(tenant, topic, None)
+
     def purge_expired_retained(self, now: float) -> int:
         """Delete the retained messages expired at `now` [MQTT-3.3.2-5] in every tenant,
         from memory and from storage, so that their topics count no more against the
