@@ -38,6 +38,7 @@ from mqttq.storage import registry
 if TYPE_CHECKING:
     from mqttq.auth.providers.chain import ProviderChain
     from mqttq.broker.server import Broker
+    from mqttq.broker.sys_topics import SysTopics
     from mqttq.cli.serve_blocked import BlockedHandle
     from mqttq.cli.serve_integrations import IntegrationsHandle
     from mqttq.cluster.heartbeat import NodeHeartbeat
@@ -394,10 +395,13 @@ class AroundBroker:
     integrations: IntegrationsHandle | None = None
     admin: AdminHandle | None = None
     heartbeat: NodeHeartbeat | None = None
+    sys_topics: SysTopics | None = None
     blocked: BlockedHandle | None = None
     auth: ProviderChain | None = None
 
     async def close(self) -> None:
+        if self.sys_topics is not None:
+            await self.sys_topics.stop()
         if self.heartbeat is not None:
             await self.heartbeat.stop()  # first: the cluster stops counting this node at once
         if self.admin is not None:
@@ -416,11 +420,13 @@ async def start_broker(broker: Broker, settings: Settings) -> AroundBroker:
     """Start `broker`, then its integrations, admin API and heartbeat (the composition of
     `mqttq serve`, also used by the tests' in-process broker). On a failure what was
     started is closed and the error raised."""
+    from mqttq.broker.sys_topics import start_sys_topics  # noqa: PLC0415
     from mqttq.cli.serve_auth import add_auth_metrics, start_auth  # noqa: PLC0415
     from mqttq.cli.serve_blocked import start_blocked  # noqa: PLC0415
     from mqttq.cli.serve_integrations import start_integrations  # noqa: PLC0415
 
     around = AroundBroker(broker)
+    broker.hub.events.configure(settings.events.kinds, settings.events.topic)  # [events]
     try:
         around.auth = await start_auth(broker, settings)  # [auth] providers
         around.blocked = await start_blocked(broker, settings)  # before the listeners open
@@ -430,7 +436,10 @@ async def start_broker(broker: Broker, settings: Settings) -> AroundBroker:
         around.admin = await start_admin(broker, settings, around.integrations.manager)
         add_auth_metrics(around.admin, broker.authenticator)
         around.heartbeat = await start_heartbeat(broker, settings, around.admin)
+        around.sys_topics = start_sys_topics(broker.hub, settings, broker.started_at)
     except BaseException:
+        if around.sys_topics is not None:
+            await around.sys_topics.stop()
         if around.admin is not None:
             await around.admin.close()
         if around.integrations is not None:

@@ -6,6 +6,7 @@ only when a PostgreSQL case runs.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,8 +14,9 @@ import pytest
 from mqttq.auth.ports import AuthStore
 from mqttq.storage.postgres.auth import PostgresAuthStore
 from mqttq.storage.sqlite.auth import SqliteAuthStore
+from tests.auth.service import AuthService
 
-__all__ = ["AuthStoreFactory", "make_auth_store"]
+__all__ = ["AuthStoreFactory", "auth_service", "make_auth_store"]
 
 
 class AuthStoreFactory:
@@ -37,3 +39,11 @@ def make_auth_store(request: pytest.FixtureRequest, tmp_path: Path) -> AuthStore
     if request.param == "sqlite":
         return AuthStoreFactory("sqlite", str(tmp_path / "data" / "auth.db"))
     return AuthStoreFactory("postgres", request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+def auth_service() -> Iterator[AuthService]:
+    """A real HTTP auth/JWKS service on 127.0.0.1 port 0 (tests/auth/service.py)."""
+    service = AuthService()
+    yield service
+    service.close()

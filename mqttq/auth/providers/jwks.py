@@ -23,7 +23,8 @@ from jwt.exceptions import PyJWKError, PyJWKSetError
 __all__ = ["JwksError", "JwtKeys"]
 
 MIN_REFETCH: Final = 10.0
-"""Seconds at least between two reads of a JWKS made for unknown key ids."""
+"""Seconds at least between two reads of a JWKS made for unknown key ids (or `refresh`,
+when shorter)."""
 
 logger = logging.getLogger("mqttq.auth.jwt")
 
@@ -111,7 +112,8 @@ class JwtKeys:
         """The key that verifies a token with key id `kid`; None when no key is held for
         it (after one early re-read of the JWKS for an unknown kid)."""
         key = self._held(kid)
-        if key is None and self.dynamic and time.monotonic() - self._last_read >= MIN_REFETCH:
+        since = time.monotonic() - self._last_read
+        if key is None and self.dynamic and since >= min(MIN_REFETCH, self.refresh):
             await self._read()
             key = self._held(kid)
         return key
