@@ -21,6 +21,7 @@ from mqttq.broker.net.listeners import (
     start_tcp_listener,
 )
 from mqttq.broker.net.plain_tcp import start_socket_listener
+from mqttq.broker.net.proxy_protocol import ProxyGate, ProxyStatistics, TrustedNetworks
 from mqttq.broker.net.tls import CertificateHolder
 from mqttq.broker.net.websocket import WebSocketConnection
 from mqttq.broker.sessions.lifecycle import Lifecycle
@@ -43,6 +44,8 @@ class Endpoints:
     servers: dict[str, Listening] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)
     certificates: list[CertificateHolder] = field(default_factory=list)
+    proxy: ProxyStatistics = field(default_factory=ProxyStatistics)
+    """Connections through the PROXY protocol listeners (tcp, ws), by outcome."""
 
     def close(self) -> None:
         """Stop accepting on every listener (connected clients stay)."""
@@ -80,8 +83,15 @@ async def open_endpoints(
     def websocket(kind: ListenerKind, path: str) -> Callable[[], asyncio.Protocol]:
         return lambda: WebSocketConnection(clients(kind), path, max_size, handshake_timeout)
 
+    trusted = TrustedNetworks(listener.proxy_trusted)
+
+    def proxied(inner: Callable[[], asyncio.Protocol]) -> Callable[[], asyncio.Protocol]:
+        timeout = listener.proxy_header_timeout
+        return lambda: ProxyGate(inner, trusted, found.proxy, timeout)
+
+    tcp = clients(TCP)
     plan: list[tuple[str, int, Callable[[], asyncio.Protocol], CertificateHolder | None]] = [
-        ("tcp", listener.port, clients(TCP), None)
+        ("tcp", listener.port, proxied(tcp) if listener.proxy_protocol else tcp, None)
     ]
     if tls is not None:
         kind = ListenerKind("tls", listener.tls.identity_as_username)
@@ -89,6 +99,8 @@ async def open_endpoints(
         found.certificates.append(tls)
     if listener.ws.enabled:
         ws = websocket(ListenerKind("ws"), listener.ws.path)
+        if listener.ws.proxy_protocol:
+            ws = proxied(ws)
         plan.append(("ws", listener.ws.port, ws, None))
     if wss is not None:
         kind = ListenerKind("wss", listener.wss.identity_as_username)
@@ -99,7 +111,13 @@ async def open_endpoints(
             server: Listening
             if name == "tcp":  # plain MQTT: no transport object per connection
                 server = await start_socket_listener(
-                    loop, factory, host, port, backlog=BACKLOG, reuse_port=listener.reuse_port
+                    loop,
+                    factory,
+                    host,
+                    port,
+                    backlog=BACKLOG,
+                    reuse_port=listener.reuse_port,
+                    proxied=listener.proxy_protocol,
                 )
             else:
                 server = await start_tcp_listener(

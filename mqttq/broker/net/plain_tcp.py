@@ -23,7 +23,13 @@ import socket
 from collections.abc import Callable
 from typing import Any, Final, cast
 
-__all__ = ["SocketServer", "SocketTransport", "start_socket_listener"]
+__all__ = [
+    "ProxiedSocketTransport",
+    "SocketServer",
+    "SocketTransport",
+    "is_loopback",
+    "start_socket_listener",
+]
 
 logger = logging.getLogger("mqttq.broker.plain_tcp")
 
@@ -142,6 +148,13 @@ class SocketTransport:
 
     def is_reading(self) -> bool:
         return bool(self._state & _READING)
+
+    def set_protocol(self, protocol: asyncio.BaseProtocol) -> None:
+        """Hand the connection to `protocol` (a PROXY protocol gate to the MQTT client)."""
+        self._protocol = cast(asyncio.Protocol, protocol)
+
+    def get_protocol(self) -> asyncio.BaseProtocol | None:
+        return self._protocol
 
     def _stop_reading(self) -> None:
         if self._state & _READING:
@@ -320,6 +333,56 @@ class SocketTransport:
             sock.detach()
 
 
+class ProxiedSocketTransport(SocketTransport):
+    """A connection on a PROXY protocol listener: its peer address is the client's and
+    its local address the one the client connected to, as the header named them
+    (`set_peername`), not the balancer's connection's."""
+
+    __slots__ = ("peername", "sockname")
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        fd: int,
+        protocol: asyncio.Protocol,
+        family: int = socket.AF_INET,
+        local: int = 0,
+    ) -> None:
+        super().__init__(loop, fd, protocol, family, local)
+        self.peername: tuple[str, int] | None = None
+        self.sockname: tuple[str, int] | None = None
+
+    def set_peername(
+        self, peername: tuple[str, int], sockname: tuple[str, int] | None = None
+    ) -> None:
+        """From now on `get_extra_info` answers `peername`, and `sockname` (with
+        "loopback" from it) when given."""
+        self.peername = peername
+        self.sockname = sockname
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        if self.peername is not None:
+            if name == "peername":
+                return self.peername
+            sockname = self.sockname
+            if sockname is not None:
+                if name == "sockname":
+                    return sockname
+                if name == "loopback":
+                    return is_loopback(sockname[0])
+        return super().get_extra_info(name, default)
+
+
+def is_loopback(host: str) -> bool:
+    """True for a loopback IP address (127.0.0.0/8, ::1, and IPv4-mapped ones)."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return address.is_loopback or (mapped is not None and mapped.is_loopback)
+
+
 class SocketServer:
     """Listening sockets whose connections become `SocketTransport`s; `close()` stops
     accepting (connected clients stay), like `asyncio.Server.close`."""
@@ -329,10 +392,14 @@ class SocketServer:
         loop: asyncio.AbstractEventLoop,
         sockets: list[socket.socket],
         protocol_factory: Callable[[], asyncio.Protocol],
+        proxied: bool = False,
     ) -> None:
+        """`proxied`: connections are `ProxiedSocketTransport`s (a PROXY protocol
+        listener, whose `protocol_factory` makes the gate)."""
         self._loop = loop
         self.sockets = sockets
         self._factory = protocol_factory
+        self._proxied = proxied
         self._locality = {sock.fileno(): listener_locality(sock) for sock in sockets}
         self._closed = False
 
@@ -378,7 +445,8 @@ class SocketServer:
             os.close(fd)
             return
         local = self._locality.get(listening.fileno(), 0)
-        transport = SocketTransport(self._loop, fd, self._factory(), listening.family, local)
+        kind = ProxiedSocketTransport if self._proxied else SocketTransport
+        transport = kind(self._loop, fd, self._factory(), listening.family, local)
         transport.start()
 
 
@@ -403,9 +471,11 @@ async def start_socket_listener(
     *,
     backlog: int,
     reuse_port: bool = False,
+    proxied: bool = False,
 ) -> SocketServer:
     """Bind every address `host` resolves to on `port` (0: a free one) and start
-    accepting; each connection's protocol gets a `SocketTransport`."""
+    accepting; each connection's protocol gets a `SocketTransport` (`proxied`: a
+    `ProxiedSocketTransport`)."""
     infos = await loop.getaddrinfo(
         host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )
@@ -434,6 +504,6 @@ async def start_socket_listener(
         for sock in sockets:
             sock.close()
         raise
-    server = SocketServer(loop, sockets, protocol_factory)
+    server = SocketServer(loop, sockets, protocol_factory, proxied)
     server.start_serving()
     return server

@@ -350,7 +350,7 @@ class ProxyGate(asyncio.Protocol):
             target: asyncio.BaseTransport = transport
         else:
             self._stats.accepted += 1
-            target = _with_peer(transport, header.source)
+            target = _with_peer(transport, header.source, header.destination)
         protocol = self._inner()
         transport.set_protocol(protocol)
         protocol.connection_made(target)
@@ -358,28 +358,39 @@ class ProxyGate(asyncio.Protocol):
             protocol.data_received(rest)
 
 
-def _with_peer(transport: asyncio.Transport, source: tuple[str, int]) -> asyncio.BaseTransport:
-    """`transport` answering `source` for its peer address: plain TCP's transport keeps
-    it itself (`set_peername`); an asyncio transport is wrapped."""
+def _with_peer(
+    transport: asyncio.Transport, source: tuple[str, int], destination: tuple[str, int] | None
+) -> asyncio.BaseTransport:
+    """`transport` answering `source` for its peer address and `destination` for its
+    local one: plain TCP's transport keeps them itself (`set_peername`); an asyncio
+    transport is wrapped."""
     setter = getattr(transport, "set_peername", None)
     if setter is not None:
-        setter(source)
+        setter(source, destination)
         return transport
-    return PeerTransport(transport, source)
+    return PeerTransport(transport, source, destination)
 
 
 class PeerTransport(asyncio.Transport):
-    """An asyncio transport whose peer address is the one the PROXY header named;
-    everything else is the wrapped transport's (WebSocket listeners)."""
+    """An asyncio transport whose peer (and local) address is the one the PROXY header
+    named; everything else is the wrapped transport's (WebSocket listeners)."""
 
-    def __init__(self, raw: asyncio.Transport, peername: tuple[str, int]) -> None:
+    def __init__(
+        self,
+        raw: asyncio.Transport,
+        peername: tuple[str, int],
+        sockname: tuple[str, int] | None = None,
+    ) -> None:
         super().__init__()
         self._raw = raw
         self._peername = peername
+        self._sockname = sockname
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         if name == "peername":
             return self._peername
+        if name == "sockname" and self._sockname is not None:
+            return self._sockname
         return self._raw.get_extra_info(name, default)
 
     def is_closing(self) -> bool:
