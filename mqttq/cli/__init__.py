@@ -21,6 +21,7 @@ from typer.core import TyperGroup, TyperOption
 from mqttq import __version__
 from mqttq.cli.admin_user import admin_user_app
 from mqttq.cli.bench import bench_app
+from mqttq.cli.blocked import blocked_app
 from mqttq.cli.cluster import cluster_app
 from mqttq.cli.credentials import credentials_app
 from mqttq.cli.errors import EXIT_CONFIG, EXIT_FAILURE, print_error
@@ -49,6 +50,7 @@ app.add_typer(credentials_app, name="credentials")
 app.add_typer(cluster_app, name="cluster")
 app.add_typer(integration_app, name="integration")
 app.add_typer(admin_user_app, name="admin-user")
+app.add_typer(blocked_app, name="blocked")
 
 
 def _print_version(value: bool) -> None:
