@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from mqttq import __version__
 from mqttq.admin.backend import MetricsSnapshot
+from mqttq.auth.blocked.service import BlockedClients
 from mqttq.broker.operations import Operations, SessionFilter, SessionView
 from mqttq.broker.operations_kafka import kafka_status
 
@@ -33,6 +34,10 @@ class BrokerAdmin:
     def __init__(self, broker: Broker) -> None:
         self.operations = Operations(broker)
         self._settings = broker.settings
+
+    def blocked_clients(self) -> BlockedClients | None:
+        """The broker's blocked-client list (the /api/v1/blocked routes' backend)."""
+        return self.operations.blocked_clients()
 
     def health(self) -> JSON:
         ops = self.operations

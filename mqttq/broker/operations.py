@@ -20,7 +20,9 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from mqttq.auth.blocked.service import BlockedClients
 from mqttq.auth.model import ClientType, Credential, Tenant
+from mqttq.broker.connection.admission import chain_of
 from mqttq.broker.connection.client import Client
 from mqttq.codec.enums import ReasonCode
 from mqttq.config.schema import node_id_of
@@ -144,6 +146,12 @@ class Operations:
     def data_dir(self) -> str:
         """The broker's data dir, absolute."""
         return str(self._broker.settings.storage.data_dir.resolve())
+
+    def blocked_clients(self) -> BlockedClients | None:
+        """The blocked-client list at the head of the authentication chain (None: the
+        broker was composed without one)."""
+        provider = chain_of(self._broker.authenticator).provider("blocked")
+        return provider if isinstance(provider, BlockedClients) else None
 
     @property
     def distributed(self) -> bool:
