@@ -16,6 +16,7 @@ import typer
 
 from mqttq.auth.model import ClientType
 from mqttq.auth.ports import CredentialExists
+from mqttq.auth.providers.x509 import x509_hash
 from mqttq.auth.rules import parse_rule, rule_dict
 from mqttq.cli.admin_target import (
     AdminTarget,
@@ -172,6 +173,15 @@ def add_command(
             "denies.",
         ),
     ] = None,
+    x509_cn: Annotated[
+        str | None,
+        typer.Option(
+            "--x509-cn",
+            metavar="PATTERN",
+            help="An x509 credential: clients whose certificate CN (or its [auth.x509] "
+            "cn_regex group) fully matches this regular expression; no password.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
     config: ConfigOption = None,
     data_dir: DataDirOption = None,
@@ -189,6 +199,15 @@ def add_command(
     _check_acl("--publish-acl", publish_acl or [])
     _check_acl("--subscribe-acl", subscribe_acl or [])
     rules = None if rule is None else [_parse_rule_flag(text) for text in rule]
+    if x509_cn is not None:
+        if password is not None or password_stdin:
+            _fail(
+                "--x509-cn: an x509 credential has no password; leave --password out", EXIT_CONFIG
+            )
+        try:
+            x509_hash(x509_cn)
+        except ValueError as exc:
+            _fail(f"--x509-cn {x509_cn!r}: {exc}", EXIT_CONFIG)
     body: dict[str, Any] = {"username": username}
     optional = {
         "tenant": tenant,
@@ -203,7 +222,10 @@ def add_command(
         # Before asking for a password that would be thrown away.
         if target.get_credential(username) is not None:
             raise _exists(username)
-        body["password"] = _read_password(password, password_stdin)
+        if x509_cn is None:
+            body["password"] = _read_password(password, password_stdin)
+        else:
+            body["x509_cn"] = x509_cn
         credential = _add(target, body)
     if as_json:
         print_json(credential)
