@@ -15,6 +15,7 @@ from mqttq.codec.enums import SESSION_EXPIRY_NEVER, ProtocolLevel
 from mqttq.codec.packets import ConnectPacket
 from mqttq.codec.properties import Properties
 from mqttq.errors import ProtocolError
+from mqttq.protocol.enhanced_auth import AUTHENTICATION_METHODS
 from mqttq.reasons import ReasonCode
 
 __all__ = ["INTEGRATION_CLIENT_PREFIX", "ConnectDecision", "ConnectPolicy", "negotiate"]
@@ -72,8 +73,10 @@ def negotiate(
     props = packet.properties
     client_id = packet.client_id
     reply = Properties()
-    if v5 and props.authentication_method is not None:
-        # No enhanced authentication is configured [MQTT-4.12.0-1].
+    if v5 and (method := props.authentication_method) is not None and (
+        method not in AUTHENTICATION_METHODS
+    ):
+        # The exchange of a supported method is the admission's (protocol/enhanced_auth.py).
         raise ProtocolError(
             ReasonCode.BAD_AUTHENTICATION_METHOD,
             f"authentication method {props.authentication_method!r} not supported",

@@ -5,9 +5,10 @@ Rule 2: a (state, packet type) pair missing from `TRANSITIONS` is a Protocol Err
 connection is then closed (5.0: with DISCONNECT 0x82 when CONNECT was accepted).
 
 Only packets a client sends to a server appear: CONNACK, SUBACK, UNSUBACK and PINGRESP from
-a client are errors in every state. AUTH is absent because no enhanced authentication is
-configured: an AUTH packet is a Protocol Error [MQTT-4.12.0-1] (CONNECT with an
-Authentication Method is refused before the connection reaches CONNECTED).
+a client are errors in every state. AUTH keeps a CONNECTED connection CONNECTED: whether
+it is in order is the enhanced authentication's own table (protocol/enhanced_auth.py),
+which refuses it with 0x82 on a connection whose CONNECT had no Authentication Method
+[MQTT-4.12.0-1] and during a CONNECT exchange lets only AUTH and DISCONNECT through.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ _AFTER_CONNECT = (
     PacketType.SUBSCRIBE,
     PacketType.UNSUBSCRIBE,
     PacketType.PINGREQ,
+    PacketType.AUTH,
 )
 
 TRANSITIONS: Final[dict[tuple[ConnState, PacketType], ConnState]] = {

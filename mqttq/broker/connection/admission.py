@@ -1,5 +1,6 @@
 """Admission of a CONNECT: who the client is (the authentication provider chain: blocked
-list, then `[auth] providers`), its tenant, its will against its publish ACL, and the
+list, then `[auth] providers`; or, for a CONNECT with an Authentication Method, the SCRAM
+exchange of broker/connection/enhanced.py), its tenant, its will against its publish ACL, and the
 connection rate (node, then tenant; a bounded wait for a token, then 0x9F). The count
 limits come later, with the session. An identity that expires (a token's `exp`) closes
 the connection then, with 0xA0 Maximum connect time on 5.0."""
@@ -18,6 +19,7 @@ from mqttq.auth.ports import AuthStoreError
 from mqttq.auth.providers.base import AuthRequest
 from mqttq.auth.providers.chain import ProviderChain
 from mqttq.auth.providers.credentials import CredentialsProvider
+from mqttq.broker.connection.enhanced import authenticate_connect
 from mqttq.broker.net.tls import certificate_common_name
 from mqttq.codec.packets import ConnectPacket
 from mqttq.limits.limiter import Limits, Refused
@@ -47,7 +49,16 @@ async def admit(
     request = auth_request(client, packet, client_id)
     chain = chain_of(authenticator)
     try:
-        result = await chain.decide(request)
+        if request.authentication_method is None:
+            result = await chain.decide(request)
+        else:  # SCRAM (negotiate refused other methods with 0x8C)
+            timeout = client.life.limits.connect_timeout
+            enhanced = await authenticate_connect(
+                client, request, authenticator.store, chain, timeout
+            )
+            if enhanced is None:  # the client went away during the exchange
+                return None
+            result = enhanced
     except AuthStoreError as error:
         logger.warning("client %r: credential store failed: %s", client_id, error)
         code, message = ReasonCode.SERVER_UNAVAILABLE, "credential store unavailable"

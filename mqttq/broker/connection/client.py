@@ -22,6 +22,7 @@ from mqttq.broker.sessions.outlet import Outlet
 from mqttq.codec.packets import (
     ConnackPacket,
     ConnectPacket,
+    Packet,
     PubackPacket,
     PublishPacket,
 )
@@ -32,6 +33,7 @@ from mqttq.reasons import ReasonCode
 
 if TYPE_CHECKING:
     from mqttq.auth.authenticator import Identity
+    from mqttq.broker.connection.enhanced import EnhancedSession
     from mqttq.broker.delivery.tenants import TenantSpace
     from mqttq.broker.sessions.lifecycle import Lifecycle
     from mqttq.broker.sessions.session import Session
@@ -56,6 +58,7 @@ class Client(Outlet):
     session delivers through."""
 
     __slots__ = (
+        "_auth_waiter",
         "_blocked",
         "_deferred",
         "_draining",
@@ -66,6 +69,7 @@ class Client(Outlet):
         "_timer_slot",
         "client_id",
         "counted",
+        "enhanced",
         "identity",
         "life",
         "session",
@@ -92,6 +96,9 @@ class Client(Outlet):
         """The tenant namespace the client publishes into, set with `identity`."""
         self.counted = False
         """The connection holds a slot in the connection count limits."""
+        self.enhanced: EnhancedSession | None = None
+        """The CONNECT's enhanced authentication (SCRAM), for re-authentication."""
+        self._auth_waiter: asyncio.Future[Packet | None] | None = None
         self._blocked = False
         self._deferred = False
         self._draining = False
@@ -158,6 +165,8 @@ class Client(Outlet):
             return  # the connection is closing: what the client still sends is dropped
         self.conn.receive_data(data, self._loop.time())
         if self._blocked:
+            if self._auth_waiter is not None:
+                self._answer_waiter()
             return
         life = self.life
         # What the packets of this read make other connections send (a forwarded PUBLISH,
@@ -182,6 +191,9 @@ class Client(Outlet):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        waiter = self._auth_waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
         self.conn.close()
         self._cancel_timer()
         self.life.client_closed(self)
@@ -372,6 +384,33 @@ class Client(Outlet):
         task.add_done_callback(self._connect_done)
         self._cancel_timer()  # the keep alive applies once CONNECT is answered
 
+    def wait_packet(self) -> asyncio.Future[Packet | None]:
+        """While CONNECT is answered (reading is blocked): the client's next packet, None
+        when the connection closes first; a ProtocolError when its bytes are not one.
+        For the enhanced authentication's exchange (broker/connection/enhanced.py)."""
+        waiter: asyncio.Future[Packet | None] = self._loop.create_future()
+        self._auth_waiter = waiter
+        if self.closed:
+            waiter.set_result(None)
+        else:
+            self._answer_waiter()  # the packet may be buffered already
+        return waiter
+
+    def _answer_waiter(self) -> None:
+        waiter = self._auth_waiter
+        if waiter is None or waiter.done():
+            self._auth_waiter = None
+            return
+        try:
+            packet = self.conn.next_packet()
+        except ProtocolError as error:
+            self._auth_waiter = None
+            waiter.set_exception(error)
+            return
+        if packet is not None:
+            self._auth_waiter = None
+            waiter.set_result(packet)
+
     def _connect_done(self, task: asyncio.Task[None]) -> None:
         if task.cancelled() or (error := task.exception()) is not None:
             if not task.cancelled():
@@ -392,6 +431,8 @@ class Client(Outlet):
         self.client_id = session.client_id
         if session.awaiting_pubrel is not None:  # else the window makes its own on use
             self.conn.inbound.awaiting_pubrel = session.awaiting_pubrel
+        if self.enhanced is not None:
+            self.enhanced.connack_properties(connack.properties)
         self.conn.accept(connack, keep_alive)
         self.flush_soon()
 

@@ -15,8 +15,10 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
+from mqttq.broker.connection.enhanced import on_auth
 from mqttq.broker.delivery.intake import ack
 from mqttq.codec.packets import (
+    AuthPacket,
     ConnectPacket,
     DisconnectPacket,
     PubackPacket,
@@ -226,6 +228,7 @@ HANDLERS: Final[dict[type, Callable[[Client, Any], None]]] = {
     SubscribePacket: on_subscribe,
     UnsubscribePacket: on_unsubscribe,
     DisconnectPacket: on_disconnect,
+    AuthPacket: on_auth,  # re-authentication [MQTT-4.12.1]
 }
 """Packet type -> handler (PINGREQ and PUBREL are answered by MqttConnection; PUBREL
 comes here too, after its PUBCOMP)."""
