@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from mqttq.admin.openapi_blocked import BLOCKED_SCHEMAS
 from mqttq.admin.validation import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
@@ -549,6 +550,48 @@ ROUTES: Final[tuple[Route, ...]] = (
         | errors(400, 404)
         | INTEGRATIONS_OFF,
         params=(INTEGRATION_NAME,),
+    ),
+    # --- blocked clients and the failed-connections log (routes_blocked) -----------------
+    get(
+        f"{API}/blocked",
+        "listBlocked",
+        "The blocked-client entries in force (by client id, user name, address or CIDR, "
+        "or a regular expression), oldest first.",
+        "blocked",
+        "routes_blocked:list_blocked",
+        {"200": answer("BlockedList", "The entries.")} | errors(400, 503),
+        schemas=BLOCKED_SCHEMAS,
+    ),
+    post(
+        f"{API}/blocked",
+        "addBlocked",
+        "Block a client id, user name, address or pattern (the same selector again "
+        "replaces its entry): its CONNECTs get 0x8A Banned, and the clients it matches are "
+        "disconnected at once, on every node of a cluster. 400 names the field at fault (a "
+        "bad CIDR, regex or duration).",
+        "blocked",
+        "routes_blocked:add_blocked",
+        {"201": answer("BlockedEntry", "The entry.")} | errors(400, 503),
+        body="BlockedEntryNew",
+    ),
+    delete(
+        f"{API}/blocked/{{id}}",
+        "deleteBlocked",
+        "Lift a block.",
+        "blocked",
+        "routes_blocked:delete_blocked",
+        NO_CONTENT | errors(400, 404, 503),
+        params=(path_param("id", "The entry's id, as the list shows it."),),
+    ),
+    get(
+        f"{API}/failed-connections",
+        "listFailedConnections",
+        "The last CONNECTs this broker refused (wrong password, blocked, not authorized, "
+        "rate), newest first, kept in its memory ([blocked] failed_connections).",
+        "blocked",
+        "routes_blocked:list_failed_connections",
+        {"200": answer("FailedConnectionList", "Refused CONNECTs.")} | errors(400, 503),
+        params=(Param("client_id", "Only this client id's."), LIMIT_QUERY),
     ),
 )
 """Every route, in the order the document lists them."""

@@ -568,6 +568,7 @@ _DOCUMENT: Final[JSON] = {
             "limits",
             "credentials",
             "integrations",
+            "blocked",
         )
     ],
     "paths": _PATHS,

@@ -33,18 +33,24 @@ __all__ = [
 NOT_AVAILABLE: Final = "blocked clients are not available on this broker"
 
 
-def blocked_list(call: Call) -> BlockedClients:
-    """The broker's blocked list (503 without one)."""
+def unavailable(message: str) -> web.Response:
+    """The 503 answer (the document's ServerError: `field` null)."""
+    return web.json_response({"error": message, "field": None}, status=503)
+
+
+def blocked_list(call: Call) -> BlockedClients | None:
+    """The broker's blocked list; None without one."""
     finder = getattr(call.backend, "blocked_clients", None)
     blocked = finder() if callable(finder) else None
-    if not isinstance(blocked, BlockedClients):
-        raise ApiError(503, NOT_AVAILABLE, "blocked")
-    return blocked
+    return blocked if isinstance(blocked, BlockedClients) else None
 
 
 async def list_blocked(call: Call) -> web.StreamResponse:
     """The live entries, oldest first."""
-    entries = blocked_list(call).entries()
+    blocked = blocked_list(call)
+    if blocked is None:
+        return unavailable(NOT_AVAILABLE)
+    entries = blocked.entries()
     return web.json_response({"blocked": [entry.to_json() for entry in entries]})
 
 
@@ -52,6 +58,8 @@ async def add_blocked(call: Call) -> web.StreamResponse:
     """Add (or replace, same selector) an entry: 201 with it; the clients it matches are
     disconnected at once. 400 naming the field (a bad CIDR, regex or duration)."""
     blocked = blocked_list(call)
+    if blocked is None:
+        return unavailable(NOT_AVAILABLE)
     body = await call.body()
     try:
         entry = entry_from_body(body, now=time.time())
@@ -60,7 +68,7 @@ async def add_blocked(call: Call) -> web.StreamResponse:
     try:
         await blocked.add(entry)
     except BlockedStoreError as exc:
-        raise ApiError(503, f"blocked-client store failed: {exc}", "store") from None
+        return unavailable(f"blocked-client store failed: {exc}")
     return web.json_response(entry.to_json(), status=201)
 
 
@@ -68,10 +76,12 @@ async def delete_blocked(call: Call) -> web.StreamResponse:
     """Remove the entry with this id (404 naming `id`)."""
     entry_id = call.path("id")
     blocked = blocked_list(call)
+    if blocked is None:
+        return unavailable(NOT_AVAILABLE)
     try:
         removed = await blocked.remove(entry_id)
     except BlockedStoreError as exc:
-        raise ApiError(503, f"blocked-client store failed: {exc}", "store") from None
+        return unavailable(f"blocked-client store failed: {exc}")
     if removed is None:
         raise ApiError(404, f"no blocked-client entry {entry_id!r}", "id")
     return web.Response(status=204)
@@ -79,7 +89,10 @@ async def delete_blocked(call: Call) -> web.StreamResponse:
 
 async def list_failed_connections(call: Call) -> web.StreamResponse:
     """The last refused CONNECTs, newest first (of one client id when asked)."""
-    log = blocked_list(call).failed
+    blocked = blocked_list(call)
+    if blocked is None:
+        return unavailable(NOT_AVAILABLE)
+    log = blocked.failed
     client_id = call.query.get("client_id")
     limit = int(call.query.get("limit") or 100)
     items = log.recent(client_id=client_id, limit=limit)
