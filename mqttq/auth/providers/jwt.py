@@ -18,6 +18,9 @@ then)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -119,9 +122,8 @@ class JwtProvider:
         token = self._token(request)
         if token is None or token.count(".") != 2:
             return SKIP
-        try:
-            header = pyjwt.get_unverified_header(token)
-        except InvalidTokenError:
+        header = _header(token)
+        if header is None:
             return _MALFORMED
         algorithm = header.get("alg")
         if not isinstance(algorithm, str) or algorithm not in self.algorithms:
@@ -210,6 +212,19 @@ class JwtProvider:
             else expand_acl(subscribe, request.client_id, username),
             expires_at=float(expires) if isinstance(expires, int | float) else None,
         )
+
+
+def _header(token: str) -> dict[str, Any] | None:
+    """The token's JOSE header, None when it is not base64url JSON of an object. Read
+    here, not with `jwt.get_unverified_header`: PyJWT checks each segment character by
+    character in Python, which costs more than the RS256 signature check; `jwt.decode`
+    still parses and checks the whole token."""
+    segment = token.partition(".")[0]
+    try:
+        header = json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
+    except (ValueError, binascii.Error):
+        return None
+    return header if isinstance(header, dict) else None
 
 
 def _strings(value: object) -> bool:
