@@ -26,7 +26,7 @@ import jwt as pyjwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from mqttq.auth.authenticator import AuthRefusal, Authenticator, Identity
+from mqttq.auth.authenticator import Authenticator, AuthRefusal, Identity
 from mqttq.auth.model import ClientType, Credential
 from mqttq.auth.passwords import hash_password
 from mqttq.auth.providers.base import AuthRequest, Decision
