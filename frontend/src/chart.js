@@ -18,7 +18,7 @@ function options(width, series, unit) {
   return {
     width,
     height: 180,
-    legend: { show: true, live: true },
+    legend: { show: true, live: false },
     cursor: { drag: { x: false, y: false } },
     scales: { x: { time: true } },
     axes: [axis, { ...axis, size: 56, values: (_u, ticks) => ticks.map((v) => `${v}${unit || ''}`) }],

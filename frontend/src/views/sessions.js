@@ -107,6 +107,7 @@ function SessionDetail({ clientId, readOnly }) {
     ['Session expiry', s.expiry_interval !== undefined ? `${s.expiry_interval} s` : null],
     ['Queued', num(s.queued)],
     ['In flight', num(s.inflight)],
+    ['Write buffer', s.write_buffer_bytes !== undefined && s.write_buffer_bytes !== null ? `${num(s.write_buffer_bytes)} B` : null],
     ['Stored messages', s.stored_messages !== undefined ? num(s.stored_messages) : null],
     ['APPLICATION topic', s.application_topic ?? (s.application && s.application.topic)],
     ['APPLICATION lag', s.application_lag ?? (s.application && s.application.lag)],
