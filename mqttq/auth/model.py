@@ -7,7 +7,7 @@ from enum import StrEnum
 from typing import Final
 
 from mqttq.auth.rules import AclRule
-from mqttq.auth.scram import ScramSecret
+from mqttq.auth.scram import ScramSecret, password_tag
 from mqttq.limits.quota import Quota
 
 __all__ = ["DEFAULT_TENANT", "ClientType", "Credential", "Tenant"]
@@ -48,10 +48,12 @@ class Credential:
     enhanced authentication; empty when the credential was added without `--scram`."""
 
     def scram_secret(self, mechanism: str) -> ScramSecret | None:
-        """The stored SCRAM secret for `mechanism` (SCRAM-SHA-256 or -512), if any."""
+        """The stored SCRAM secret for `mechanism` (SCRAM-SHA-256 or -512), if any and if
+        it was made for the current password (see `ScramSecret.password_tag`)."""
         for secret in self.scram:
             if secret.mechanism == mechanism:
-                return secret
+                tag = secret.password_tag
+                return secret if not tag or tag == password_tag(self.password_hash) else None
         return None
 
 

@@ -42,9 +42,12 @@ __all__ = [
     "make_secret",
     "parse_client_final",
     "parse_client_first",
+    "password_tag",
+    "renewed_secrets",
     "salted_password",
     "saslprep",
     "scram_mechanisms",
+    "scram_secrets",
     "secret_from_text",
     "secret_to_text",
     "server_signature",
@@ -81,6 +84,15 @@ class ScramSecret:
     iterations: int
     stored_key: bytes
     server_key: bytes
+    password_tag: str = ""
+    """`password_tag` of the credential's password hash when the secret was made: a
+    secret whose tag no longer matches (the password was changed by something that did
+    not renew the SCRAM secrets) is not used (`Credential.scram_secret`)."""
+
+
+def password_tag(password_hash: str) -> str:
+    """A short digest of a stored password hash, binding SCRAM secrets to it."""
+    return hashlib.sha256(password_hash.encode("utf-8")).hexdigest()[:16]
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,9 +144,11 @@ def make_secret(
     *,
     salt: bytes | None = None,
     iterations: int = DEFAULT_ITERATIONS,
+    password_hash: str = "",
 ) -> ScramSecret:
     """The stored secret of `password` for `mechanism` (a fresh random salt unless one is
-    given). ScramError for an unknown mechanism or a password SASLprep refuses."""
+    given), bound to the credential's `password_hash` when given. ScramError for an
+    unknown mechanism or a password SASLprep refuses."""
     hash_name = _hash_name(mechanism)
     if not MIN_ITERATIONS <= iterations <= MAX_ITERATIONS:
         raise ScramError(f"SCRAM iterations must be {MIN_ITERATIONS}..{MAX_ITERATIONS}")
@@ -147,6 +161,34 @@ def make_secret(
         iterations=iterations,
         stored_key=hashlib.new(hash_name, client_key).digest(),
         server_key=_hmac(hash_name, salted, b"Server Key"),
+        password_tag=password_tag(password_hash) if password_hash else "",
+    )
+
+
+def scram_secrets(
+    password: str,
+    password_hash: str,
+    *,
+    iterations: int = DEFAULT_ITERATIONS,
+    mechanisms: tuple[str, ...] = tuple(MECHANISMS),
+) -> tuple[ScramSecret, ...]:
+    """What `mqttq credentials add --scram` stores: a secret per mechanism, bound to the
+    credential's new `password_hash` (CPU-bound: a few milliseconds per mechanism at the
+    default iterations; run it off the event loop)."""
+    return tuple(
+        make_secret(name, password, iterations=iterations, password_hash=password_hash)
+        for name in mechanisms
+    )
+
+
+def renewed_secrets(
+    existing: tuple[ScramSecret, ...], password: str, password_hash: str
+) -> tuple[ScramSecret, ...]:
+    """The secrets of a credential whose password changes: the same mechanisms and
+    iteration counts, fresh salts, for the new password (none when it had none)."""
+    return tuple(
+        make_secret(old.mechanism, password, iterations=old.iterations, password_hash=password_hash)
+        for old in existing
     )
 
 
@@ -174,17 +216,20 @@ def _hash_name(mechanism: str) -> str:
 
 
 def secret_to_text(secret: ScramSecret) -> str:
-    """`<mechanism>$<iterations>$<salt>$<StoredKey>$<ServerKey>`, base64 parts."""
+    """`<mechanism>$<iterations>$<salt>$<StoredKey>$<ServerKey>[$<password tag>]`, the
+    bytes in base64."""
     parts = (secret.salt, secret.stored_key, secret.server_key)
     encoded = "$".join(base64.b64encode(part).decode("ascii") for part in parts)
-    return f"{secret.mechanism}${secret.iterations}${encoded}"
+    tag = f"${secret.password_tag}" if secret.password_tag else ""
+    return f"{secret.mechanism}${secret.iterations}${encoded}{tag}"
 
 
 def secret_from_text(text: str) -> ScramSecret:
     """The ScramSecret of `secret_to_text`'s form; ScramError naming what is wrong."""
     parts = text.split("$")
+    tag = parts.pop() if len(parts) == 6 else ""
     if len(parts) != 5:
-        raise ScramError("a stored SCRAM secret has five '$'-separated parts")
+        raise ScramError("a stored SCRAM secret has five or six '$'-separated parts")
     mechanism, iterations_text = parts[0], parts[1]
     hash_name = _hash_name(mechanism)
     if not iterations_text.isdigit() or not (
@@ -192,13 +237,13 @@ def secret_from_text(text: str) -> ScramSecret:
     ):
         raise ScramError(f"stored SCRAM iterations {iterations_text!r} out of bounds")
     try:
-        salt, stored_key, server_key = (base64.b64decode(p, validate=True) for p in parts[2:])
+        salt, stored_key, server_key = (base64.b64decode(p, validate=True) for p in parts[2:5])
     except (binascii.Error, ValueError):
         raise ScramError("a stored SCRAM secret is not base64") from None
     size = hashlib.new(hash_name).digest_size
     if not salt or len(stored_key) != size or len(server_key) != size:
         raise ScramError(f"a stored {mechanism} secret has keys of the wrong size")
-    return ScramSecret(mechanism, salt, int(iterations_text), stored_key, server_key)
+    return ScramSecret(mechanism, salt, int(iterations_text), stored_key, server_key, tag)
 
 
 # ---------------------------------------------------------------------- messages

@@ -5,6 +5,7 @@ broker's own credential store (issue 35)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,7 +13,7 @@ import pytest
 
 from mqttq.auth.model import Credential
 from mqttq.auth.passwords import hash_password
-from mqttq.auth.scram import make_secret
+from mqttq.auth.scram import scram_secrets
 from mqttq.codec.enums import ProtocolLevel
 from mqttq.codec.packets import (
     AuthPacket,
@@ -49,10 +50,13 @@ def add_credential(
     publish_acl: tuple[str, ...] = ("#",),
 ) -> None:
     """What `mqttq credentials add NAME --scram` stores, written to the broker's store."""
-    secrets = (make_secret(SHA256, password), make_secret(SHA512, password)) if scram else ()
-    credential = Credential(
-        username, hash_password(password), publish_acl=publish_acl, scram=secrets
-    )
+    password_hash = hash_password(password)
+    secrets = scram_secrets(password, password_hash) if scram else ()
+    credential = Credential(username, password_hash, publish_acl=publish_acl, scram=secrets)
+    put(data_dir, credential)
+
+
+def put(data_dir: Path, credential: Credential) -> None:
 
     async def write() -> None:
         store = SqliteAuthStore(data_dir / "auth.db")
@@ -333,3 +337,27 @@ def test_mqtt_311_client_without_auth_method_is_unaffected(
     assert isinstance(connack, ConnackPacket) and connack.reason_code == ReasonCode.SUCCESS
     client.send_at(PingreqPacket(), level)
     assert isinstance(client.read(), PingrespPacket)
+
+
+def test_a_password_changed_without_renewing_scram_stops_scram(
+    broker: BrokerUnderTest, connect: type[Mqtt5Client]
+) -> None:
+    """A password change by a writer that knows nothing of SCRAM (only the hash changes)
+    leaves secrets bound to the old hash: the old password no longer works over SCRAM."""
+    changed = Credential("other", hash_password("new-pw"))
+
+    async def read() -> Credential | None:
+        store = SqliteAuthStore(broker.data_dir / "auth.db")
+        await store.open()
+        try:
+            return await store.get_credential("other")
+        finally:
+            await store.close()
+
+    stored = asyncio.run(read())
+    assert stored is not None and len(stored.scram) == 2
+    put(broker.data_dir, dataclasses.replace(stored, password_hash=changed.password_hash))
+    client = connect()
+    outcome = client.connect_scram("old", ScramClient(SHA256, "other", "other-pw"))
+    assert outcome.connack is not None
+    assert outcome.connack.reason_code == ReasonCode.BAD_USER_NAME_OR_PASSWORD

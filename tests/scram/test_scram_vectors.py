@@ -7,6 +7,7 @@ import hmac
 
 import pytest
 
+from mqttq.auth.model import Credential
 from mqttq.auth.scram import (
     MECHANISMS,
     ScramError,
@@ -15,7 +16,9 @@ from mqttq.auth.scram import (
     make_secret,
     parse_client_final,
     parse_client_first,
+    renewed_secrets,
     salted_password,
+    scram_secrets,
     secret_from_text,
     secret_to_text,
     server_signature,
@@ -166,3 +169,17 @@ def test_unknown_user_gets_a_stable_decoy_and_fails_at_the_proof(mechanism: str)
     client.first()
     with pytest.raises(ScramError, match="proof is wrong"):
         one.server_final(client.final(one.server_first()))
+
+
+def test_secrets_are_bound_to_the_password_hash() -> None:
+    secrets = scram_secrets("pencil", "scrypt$one")
+    assert [secret.mechanism for secret in secrets] == ["SCRAM-SHA-256", "SCRAM-SHA-512"]
+    credential = Credential("user", "scrypt$one", scram=secrets)
+    assert credential.scram_secret("SCRAM-SHA-256") == secrets[0]
+    assert secret_from_text(secret_to_text(secrets[1])) == secrets[1]
+    changed = Credential("user", "scrypt$two", scram=secrets)
+    assert changed.scram_secret("SCRAM-SHA-256") is None
+    renewed = renewed_secrets(secrets, "new", "scrypt$two")
+    again = Credential("user", "scrypt$two", scram=renewed)
+    assert again.scram_secret("SCRAM-SHA-512") == renewed[1]
+    assert renewed[0].salt != secrets[0].salt
