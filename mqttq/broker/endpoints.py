@@ -11,6 +11,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from mqttq.auth.blocked.service import BlockedClients
 from mqttq.broker.connection.client import Client
 from mqttq.broker.net.listeners import (
     BACKLOG,
@@ -85,9 +86,15 @@ async def open_endpoints(
 
     trusted = TrustedNetworks(listener.proxy_trusted)
 
+    def address_refused(address: str) -> bool:
+        # Looked up per connection: the blocked list joins the chain around the start.
+        chain = life.authenticator.chain
+        blocked = None if chain is None else chain.provider("blocked")
+        return isinstance(blocked, BlockedClients) and blocked.address_refused(address)
+
     def proxied(inner: Callable[[], asyncio.Protocol]) -> Callable[[], asyncio.Protocol]:
         timeout = listener.proxy_header_timeout
-        return lambda: ProxyGate(inner, trusted, found.proxy, timeout)
+        return lambda: ProxyGate(inner, trusted, found.proxy, timeout, address_refused)
 
     tcp = clients(TCP)
     plan: list[tuple[str, int, Callable[[], asyncio.Protocol], CertificateHolder | None]] = [

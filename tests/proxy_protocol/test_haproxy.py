@@ -165,3 +165,27 @@ def test_refusals_are_logged_once_and_counted(proxied: ProxiedBroker) -> None:
         what="three refusals counted",
     )
     assert proxied.broker.stderr_text().count("refused: no PROXY header") == 1
+
+
+def test_a_blocked_client_address_behind_the_balancer_is_closed(
+    broker_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    """The blocked list sees the address the header names, not the balancer's."""
+    from tests.blocked.helpers import block, blocked_of  # noqa: PLC0415
+
+    broker = broker_factory(config="[listener]\nproxy_protocol = true\n")
+    block(broker, "address", "198.51.100.0/24")
+    sock = socket.create_connection((HOST, broker.port), timeout=DEADLINE)
+    try:
+        sock.sendall(b"PROXY TCP4 198.51.100.7 127.0.0.1 40000 1883\r\n" + connect_packet("b"))
+        assert read_until_closed(sock) == b""  # closed before any CONNACK
+    finally:
+        sock.close()
+    assert blocked_of(broker).refused_addresses == 1
+    assert broker.broker._endpoints.proxy.blocked == 1
+    allowed = RawClient(broker.port)
+    try:
+        allowed.send(b"PROXY TCP4 203.0.113.7 127.0.0.1 40001 1883\r\n")
+        allowed.connect("not-blocked")
+    finally:
+        allowed.close()

@@ -238,6 +238,8 @@ class ProxyStatistics:
     untrusted: int = 0
     malformed: int = 0
     timeouts: int = 0
+    blocked: int = 0
+    """Closed after the header: the client's address is on the blocked list."""
     last_logged: dict[str, float] = field(default_factory=dict)
 
     LOG_EVERY = 60.0
@@ -266,14 +268,26 @@ class ProxyStatistics:
             "untrusted": self.untrusted,
             "malformed": self.malformed,
             "timeouts": self.timeouts,
+            "blocked": self.blocked,
         }
 
 
 class ProxyGate(asyncio.Protocol):
     """The first protocol of a connection on a PROXY protocol listener (see the module
-    docstring). `inner` makes the MQTT protocol the transport is then handed to."""
+    docstring). `inner` makes the MQTT protocol the transport is then handed to;
+    `address_refused` (the blocked list's) closes a connection from a blocked client
+    address before the MQTT protocol reads a byte."""
 
-    __slots__ = ("_buffer", "_inner", "_stats", "_timeout", "_timer", "_transport", "_trusted")
+    __slots__ = (
+        "_address_refused",
+        "_buffer",
+        "_inner",
+        "_stats",
+        "_timeout",
+        "_timer",
+        "_transport",
+        "_trusted",
+    )
 
     def __init__(
         self,
@@ -281,8 +295,10 @@ class ProxyGate(asyncio.Protocol):
         trusted: TrustedNetworks,
         stats: ProxyStatistics,
         header_timeout: float,
+        address_refused: Callable[[str], bool] | None = None,
     ) -> None:
         self._inner = inner
+        self._address_refused = address_refused
         self._trusted = trusted
         self._stats = stats
         self._timeout = header_timeout
@@ -344,6 +360,13 @@ class ProxyGate(asyncio.Protocol):
         self._cancel_timer()
         transport = self._transport
         assert transport is not None
+        refused = self._address_refused
+        if refused is not None:
+            peer = header.source or transport.get_extra_info("peername")
+            if peer and refused(str(peer[0])):
+                self._stats.blocked += 1
+                transport.abort()
+                return
         if header.source is None:
             self._stats.accepted += 1
             self._stats.local += 1
