@@ -64,6 +64,13 @@ class SessionBacklog:
     removed without being delivered (counted in `skipped`). Serials are consecutive, so a
     gap in what storage gives back is what left the queue undelivered (it expired, or the
     queue was full: `queue_limit_of`): counted in `dropped()`.
+
+    The feed hands entries over in the order their publishers' messages complete, which is
+    each publisher's order but not always serial order (messages of two publishers routed
+    in one commit complete in their publishers' turns). So an entry is known by its serial
+    (`_held`), not by being below the newest one seen: an entry fed late, or left in storage
+    while the backlog was full, is still delivered. Only what a read of storage covered
+    (`_read_upto`: every entry committed before the read began) is taken from the read.
     """
 
     def __init__(self, broker: Broker, session: Session, spec: IntegrationSpec) -> None:
@@ -75,13 +82,20 @@ class SessionBacklog:
         self._waiting: deque[QueuedMessage] = deque()
         self._taken: dict[int, QueuedMessage] = {}
         """seq (serial) -> entry taken and not settled."""
+        self._held: set[int] = set()
+        """The serials in `_waiting` and `_taken`."""
         self._last_serial = 0
-        """The newest serial held (taken or waiting) or skipped."""
+        """The newest serial held or handled."""
+        self._read_upto = 0
+        """The newest serial a read of storage returned: the feed's entries up to it came
+        in that read (they were committed before it began)."""
         self._newest = 0
         """The newest serial stored, as far as the feed told."""
         self._dropped = 0
         self._opened = False
         self._refilling = False
+        self._arrivals: list[QueuedMessage] = []
+        """Entries the feed handed over while a refill read storage: merged after it."""
         self._behind = False
         """Entries were stored that are not held: read storage again when empty."""
         self._arrived = asyncio.Event()
@@ -97,46 +111,63 @@ class SessionBacklog:
         self._arrived.set()
 
     def _stored(self, entry: QueuedMessage) -> None:
-        if entry.serial <= self._last_serial:
+        serial = entry.serial
+        if serial <= self._read_upto or serial in self._held:
             return
-        self._newest = max(self._newest, entry.serial)
-        if self._refilling or self._behind or len(self._waiting) + len(self._taken) >= self._limit:
-            # It waits in storage: read in order by the next refill (an entry committed
-            # while a read is under way may be missing from what the read returns).
+        self._newest = max(self._newest, serial)
+        if self._refilling:
+            # An entry committed while the read is under way may be missing from what it
+            # returns: kept aside, merged by serial once the read is in.
+            self._arrivals.append(entry)
+            return
+        if self._behind or len(self._held) >= self._limit:
+            # It waits in storage: read by the next refill.
             self._behind = True
             self._arrived.set()
             return
-        self._waiting.append(entry)
-        self._last_serial = entry.serial
+        self._hold(entry)
         self._arrived.set()
 
+    def _hold(self, entry: QueuedMessage) -> None:
+        self._waiting.append(entry)
+        self._held.add(entry.serial)
+        self._last_serial = max(self._last_serial, entry.serial)
+
     async def _refill(self) -> None:
-        """Read the stored entries after the newest held, in serial order, while there is
-        room; the feed only marks the backlog behind meanwhile, so none is skipped."""
+        """Read the stored entries not held, in serial order, while there is room; the feed
+        only sets aside what arrives meanwhile, so none is skipped."""
         self._behind = False
         self._refilling = True
         try:
             stored = await self.broker.storage.fetch(self.session.client_id, time.time())
         finally:
             self._refilling = False
-        room = self._limit - len(self._waiting) - len(self._taken)
+            arrivals, self._arrivals = self._arrivals, []
+        newest_read = stored[-1].serial if stored else 0
+        # Every entry is in what the read returned or was fed while it ran (or both): the
+        # feed hears of an entry only after its commit, and the read began before.
+        if arrivals:
+            stored = [*stored, *(e for e in arrivals if e.serial > newest_read)]
+        self._read_upto = max(self._read_upto, newest_read)
+        held = self._held
+        room = self._limit - len(held)
         for entry in stored:
-            if entry.serial <= self._last_serial or entry.serial in self._taken:
+            serial = entry.serial
+            if serial in held:
                 continue
             if room <= 0:
                 self._behind = True
                 break
-            if self._opened and entry.serial > self._last_serial + 1:
-                self._dropped += entry.serial - self._last_serial - 1
-            self._waiting.append(entry)
-            self._last_serial = entry.serial
+            if self._opened and serial > self._last_serial + 1:
+                self._dropped += serial - self._last_serial - 1
+            self._hold(entry)
             room -= 1
         if not self._behind and self._opened and self._newest > self._last_serial:
             # Announced before this read began, and not in storage any more: gone.
             self._dropped += self._newest - self._last_serial
             self._last_serial = self._newest
         self._newest = max(self._newest, self._last_serial)
-        self.session.fetched_serial = max(self.session.fetched_serial, self._last_serial)
+        self.session.fetched_serial = max(self.session.fetched_serial, self._read_upto)
 
     async def take(self, max_items: int, linger: float) -> Sequence[Delivery]:
         while True:
@@ -153,10 +184,13 @@ class SessionBacklog:
             now = time.time()
             keep = self.spec.payload_filter
             tenant = self.spec.tenant
-            while self._waiting and len(batch) < max_items:
-                entry = self._waiting.popleft()
+            waiting = self._waiting
+            taken = self._taken
+            while waiting and len(batch) < max_items:
+                entry = waiting.popleft()
                 message = entry.message
-                if message.is_expired(now):  # [MQTT-3.3.2-5]: never delivered once expired
+                if message.expires_at is not None and message.is_expired(now):
+                    # [MQTT-3.3.2-5]: never delivered once expired
                     self._dropped += 1
                     dropped.append(entry)
                     continue
@@ -164,7 +198,7 @@ class SessionBacklog:
                     self.skipped += 1
                     dropped.append(entry)
                     continue
-                self._taken[entry.serial] = entry
+                taken[entry.serial] = entry
                 batch.append(delivery_of(message, tenant, entry.serial, now))
             if dropped:
                 await self._remove(dropped)
@@ -172,9 +206,8 @@ class SessionBacklog:
                 return batch
 
     async def settle(self, batch: Sequence[Delivery]) -> None:
-        entries = [
-            self._taken.pop(delivery.seq) for delivery in batch if delivery.seq in self._taken
-        ]
+        taken = self._taken
+        entries = [taken.pop(delivery.seq) for delivery in batch if delivery.seq in taken]
         await self._remove(entries)
 
     def give_back(self) -> None:
@@ -184,15 +217,22 @@ class SessionBacklog:
 
     def lag(self) -> int:
         """Held in memory, and stored behind them."""
-        return len(self._waiting) + len(self._taken) + self._newest - self._last_serial
+        return len(self._held) + self._newest - self._last_serial
 
     def dropped(self) -> int:
         return self._dropped
 
     async def _remove(self, entries: Sequence[QueuedMessage]) -> None:
+        """Remove `entries` from storage; they stay known (`_held`) until that committed,
+        so a refill meanwhile does not take them again."""
         if entries:
             client_id = self.session.client_id
-            await self.broker.storage.remove_many([(client_id, e.packet_id) for e in entries])
+            try:
+                await self.broker.storage.remove_many([(client_id, e.packet_id) for e in entries])
+            finally:
+                held = self._held
+                for entry in entries:
+                    held.discard(entry.serial)
 
 
 class BrokerIntegrations:
