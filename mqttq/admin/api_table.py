@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from mqttq.admin.dashboard.params import seconds_value
 from mqttq.admin.openapi_blocked import BLOCKED_SCHEMAS
 from mqttq.admin.validation import (
     DEFAULT_LIMIT,
@@ -230,6 +231,65 @@ _T = "routes_tenants:"
 _C = "routes_credentials:"
 _I = "routes_integrations:"
 _N = "routes_node:"
+_D = "dashboard.login:"
+_HTML: Final = {
+    "200": {"description": "HTML.", "content": {"text/html": {"schema": {"type": "string"}}}}
+}
+_ME: Final = {
+    "type": "object",
+    "required": ["username", "role", "csrf_token"],
+    "properties": {
+        "username": {"type": "string"},
+        "role": {"type": "string", "enum": ["viewer", "admin"]},
+        "csrf_token": {"type": ["string", "null"]},
+    },
+    "additionalProperties": False,
+}
+_SERIES: Final = {"type": ["array", "null"], "items": {"type": ["number", "null"]}}
+_COLUMNS: Final = {
+    "type": "object",
+    "required": ["t", "dropped_by_reason"],
+    "properties": {
+        "t": {"type": "array", "items": {"type": "number"}},
+        **{
+            name: _SERIES
+            for name in (
+                "connections",
+                "messages_in",
+                "messages_out",
+                "dropped",
+                "backlog",
+                "inbox",
+                "kafka_produce_ms",
+                "kafka_lag",
+            )
+        },
+        "dropped_by_reason": {"type": "object", "additionalProperties": _SERIES},
+    },
+    "additionalProperties": False,
+}
+_HISTORY: Final = {
+    "type": "object",
+    "required": ["interval_s", "now", "nodes", "cluster"],
+    "properties": {
+        "interval_s": {"type": "number"},
+        "now": {"type": "number"},
+        "nodes": {"type": "object", "additionalProperties": ref("HistoryColumns")},
+        "cluster": ref("HistoryColumns"),
+    },
+    "additionalProperties": False,
+}
+_LOGIN: Final = {
+    "type": "object",
+    "required": ["username", "password"],
+    "properties": {"username": {"type": "string"}, "password": {"type": "string"}},
+    "additionalProperties": False,
+}
+_LOGOUT: Final = {
+    "type": "object",
+    "properties": {"csrf_token": {"type": "string"}},
+    "additionalProperties": False,
+}
 
 ROUTES: Final[tuple[Route, ...]] = (
     get(
@@ -592,6 +652,81 @@ ROUTES: Final[tuple[Route, ...]] = (
         "routes_blocked:list_failed_connections",
         {"200": answer("FailedConnectionList", "Refused CONNECTs.")} | errors(400, 503),
         params=(Param("client_id", "Only this client id's."), LIMIT_QUERY),
+    ),
+    # --- the dashboard (mqttq/admin/dashboard; its contract: CONTRACT.md there) ---------
+    get(
+        "/",
+        "dashboard",
+        "The dashboard page; the login page (HTML) when not logged in.",
+        "dashboard",
+        _D + "index",
+        _HTML,
+        role=PUBLIC,
+        open_query=True,
+    ),
+    post(
+        "/login",
+        "login",
+        "Log in (JSON, or the login page's form with the same fields): 303 to / with the "
+        "session cookie; the login page (HTML) with the reason otherwise: 401 wrong user "
+        "or password, 403 from another origin, 429 too many failures.",
+        "dashboard",
+        _D + "login",
+        {"303": {"description": "Logged in; the mqttq_session cookie is set."}}
+        | errors(400)
+        | {status: _HTML["200"] for status in ("401", "403", "429")},
+        role=PUBLIC,
+        body="LoginBody",
+        schemas={"LoginBody": _LOGIN},
+    ),
+    post(
+        "/logout",
+        "logout",
+        "End the browser session (its CSRF token in X-CSRF-Token, or as csrf_token in a "
+        "JSON or form body): 303 to /.",
+        "dashboard",
+        _D + "logout",
+        {"303": {"description": "Logged out; the cookie is cleared."}} | errors(400, 403),
+        role=PUBLIC,
+        body="LogoutBody",
+        schemas={"LogoutBody": _LOGOUT},
+    ),
+    get(
+        "/static/{path}",
+        "dashboardFile",
+        "A file of the dashboard page (script, style, image).",
+        "dashboard",
+        _D + "static_file",
+        {"200": {"description": "The file."}} | errors(404),
+        role=PUBLIC,
+        params=(path_param("path", "The file's name."),),
+    ),
+    get(
+        f"{API}/me",
+        "getMe",
+        "Who is calling: user name, role, and the CSRF token a browser session sends in "
+        "X-CSRF-Token with every change (null with the bearer token).",
+        "dashboard",
+        _D + "me",
+        {"200": answer("Me", "The caller.")},
+        schemas={"Me": _ME},
+    ),
+    get(
+        f"{API}/history",
+        "getHistory",
+        "The sampler's last hour (or `seconds`) per node and for the cluster, as columns.",
+        "dashboard",
+        "dashboard.history:history",
+        {"200": answer("History", "The history.")} | errors(400, 503),
+        params=(
+            Param(
+                "seconds",
+                "How far back (default 3600).",
+                {"type": "integer", "minimum": 1, "maximum": 3600, "default": 3600},
+                parse=seconds_value,
+            ),
+        ),
+        schemas={"History": _HISTORY, "HistoryColumns": _COLUMNS},
     ),
 )
 """Every route, in the order the document lists them."""

@@ -40,11 +40,13 @@ from mqttq.admin.api_table import ADMIN, PUBLIC, VIEWER, Role, Route
 from mqttq.admin.backend import AdminBackend, UnknownTenant
 from mqttq.admin.call import PRINCIPAL_KEY, AdminContext, Principal
 from mqttq.admin.client import admin_url
+from mqttq.admin.dashboard.login import DASHBOARD_KEY, Dashboard
 from mqttq.admin.metrics import AdminMetrics
 from mqttq.admin.openapi import openapi_document
 from mqttq.admin.routes import table_routes
 from mqttq.admin.validation import ApiError
 from mqttq.auth.ports import AuthStoreError, CredentialExists
+from mqttq.config.schema import AdminSettings
 from mqttq.limits.bucket import TokenBucket
 from mqttq.limits.quota import QuotaError
 
@@ -161,9 +163,12 @@ class AdminServer:
         self._token = _encode(token)
         self.integrations = integrations
         self._metrics = AdminMetrics(backend, lambda: self.rate_limit.refused, integrations)
-        self.authenticators: list[Authenticator] = [self._bearer]
+        self.dashboard = Dashboard(None, idle_timeout=AdminSettings().session_idle_timeout)
+        """Browser logins and history (mqttq.admin.dashboard); `serve` configures it."""
+        self.authenticators: list[Authenticator] = [self._bearer, self.dashboard.authenticate]
         """Asked in turn by `authorize`; the first that knows the caller decides."""
         self.app = web.Application(middlewares=[_errors, self._rate, self._authorize])
+        self.app[DASHBOARD_KEY] = self.dashboard
         context = AdminContext(backend, integrations, self._metrics.render, openapi_document())
         routes, self.routes = table_routes(context)
         self.app.add_routes(routes)

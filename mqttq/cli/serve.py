@@ -27,6 +27,7 @@ from mqttq.cli.errors import explain, print_error
 from mqttq.cli.ready_file import write_ready_file
 from mqttq.cli.serve_admin import AdminHandle, open_auth_store, reload_limits, start_admin
 from mqttq.cli.serve_cluster import start_heartbeat
+from mqttq.cli.serve_dashboard import DashboardHandle, start_dashboard
 from mqttq.cli.serve_workers import WORKER_ENV, check_workers, run_workers
 from mqttq.config import Settings, load_settings
 from mqttq.config.schema import node_id_of
@@ -398,10 +399,13 @@ class AroundBroker:
     sys_topics: SysTopics | None = None
     blocked: BlockedHandle | None = None
     auth: ProviderChain | None = None
+    dashboard: DashboardHandle | None = None
 
     async def close(self) -> None:
         if self.sys_topics is not None:
             await self.sys_topics.stop()
+        if self.dashboard is not None:
+            await self.dashboard.close()
         if self.heartbeat is not None:
             await self.heartbeat.stop()  # first: the cluster stops counting this node at once
         if self.admin is not None:
@@ -435,11 +439,15 @@ async def start_broker(broker: Broker, settings: Settings) -> AroundBroker:
         around.integrations = await start_integrations(broker, settings)
         around.admin = await start_admin(broker, settings, around.integrations.manager)
         add_auth_metrics(around.admin, broker.authenticator)
+        if around.admin is not None:  # [admin] sample_interval, the dashboard's logins
+            around.dashboard = await start_dashboard(broker, settings, around.admin.server)
         around.heartbeat = await start_heartbeat(broker, settings, around.admin)
         around.sys_topics = start_sys_topics(broker.hub, settings, broker.started_at)
     except BaseException:
         if around.sys_topics is not None:
             await around.sys_topics.stop()
+        if around.dashboard is not None:
+            await around.dashboard.close()
         if around.admin is not None:
             await around.admin.close()
         if around.integrations is not None:

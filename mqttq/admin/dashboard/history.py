@@ -11,18 +11,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from aiohttp import web
 
-from mqttq.admin.validation import ApiError, query_params
+from mqttq.admin.call import Call
+from mqttq.admin.dashboard.login import DASHBOARD_KEY
+from mqttq.admin.dashboard.params import MAX_SECONDS
+from mqttq.admin.validation import ApiError
 
-if TYPE_CHECKING:
-    from mqttq.broker.sampler import Sampler
+__all__ = [
+    "MAX_SECONDS",
+    "SERIES",
+    "cluster_columns",
+    "history",
+    "node_columns",
+]
 
-__all__ = ["MAX_SECONDS", "SERIES", "cluster_columns", "history_routes", "node_columns"]
-
-MAX_SECONDS: Final = 3600
 SERIES: Final = (
     "connections",
     "messages_in",
@@ -93,43 +98,23 @@ def cluster_columns(nodes: Mapping[str, Sequence[Row]], interval: float) -> Colu
     return columns
 
 
-def _seconds(request: web.Request) -> int:
-    given = query_params(request, ("seconds",)).get("seconds")
-    if given is None:
-        return MAX_SECONDS
-    try:
-        seconds = int(given)
-    except ValueError:
-        seconds = 0
-    if not 1 <= seconds <= MAX_SECONDS:
-        raise ApiError(
-            400,
-            f"must be a whole number of seconds from 1 to {MAX_SECONDS}, got {given!r}",
-            "seconds",
-        )
-    return seconds
-
-
 def _number(value: float) -> float | int:
     return int(value) if value.is_integer() else value
 
 
-def history_routes(sampler: Callable[[], Sampler | None]) -> list[web.RouteDef]:
-    """GET /api/v1/history from the sampler `sampler()` returns (503 while it is None)."""
-
-    async def history(request: web.Request) -> web.Response:
-        seconds = _seconds(request)
-        current = sampler()
-        if current is None:
-            raise ApiError(503, "this broker takes no samples (no sampler running)", "path")
-        nodes = await current.history(seconds)
-        return web.json_response(
-            {
-                "interval_s": _number(current.interval),
-                "now": time.time(),
-                "nodes": {node: node_columns(rows) for node, rows in sorted(nodes.items())},
-                "cluster": cluster_columns(nodes, current.interval),
-            }
-        )
-
-    return [web.get("/api/v1/history", history, allow_head=False)]
+async def history(call: Call) -> web.Response:
+    """GET /api/v1/history: the last `seconds` (default MAX_SECONDS) of every node's
+    samples as columns; 503 when this broker runs no sampler."""
+    seconds: int = call.query.get("seconds", MAX_SECONDS)
+    sampler = call.request.app[DASHBOARD_KEY].sampler
+    if sampler is None:
+        raise ApiError(503, "this broker takes no samples (no sampler running)", "path")
+    nodes = await sampler.history(seconds)
+    return web.json_response(
+        {
+            "interval_s": _number(sampler.interval),
+            "now": time.time(),
+            "nodes": {node: node_columns(rows) for node, rows in sorted(nodes.items())},
+            "cluster": cluster_columns(nodes, sampler.interval),
+        }
+    )

@@ -16,13 +16,14 @@ import math
 import mimetypes
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
 from aiohttp import web
 
-from mqttq.admin.dashboard.history import history_routes
+from mqttq.admin.api_table import ADMIN, VIEWER
+from mqttq.admin.call import Call
+from mqttq.admin.call import Principal as ApiPrincipal
 from mqttq.admin.dashboard.session import AdminSession, LoginLimiter, SessionTable
 from mqttq.admin.validation import ApiError
 from mqttq.auth.admin_users import AdminUserStore, Role, authenticate_admin
@@ -32,19 +33,20 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COOKIE",
-    "DASHBOARD_PUBLIC_PATHS",
-    "PRINCIPAL",
+    "DASHBOARD_KEY",
     "STATIC_DIR",
     "Dashboard",
-    "Principal",
+    "index",
+    "login",
+    "logout",
+    "me",
+    "static_file",
 ]
 
 COOKIE: Final = "mqttq_session"
 STATIC_DIR: Final = Path(__file__).parent / "static"
-PRINCIPAL: Final = "mqttq_principal"
-"""The request key under which the admin server keeps the request's Principal."""
-DASHBOARD_PUBLIC_PATHS: Final = frozenset({"/", "/login", "/logout", "/static/{path}"})
-"""Route patterns served without the bearer token or a session (the login flow)."""
+SESSION_KEY: Final = web.RequestKey("mqttq.dashboard_session", AdminSession)
+"""Where `Dashboard.authenticate` leaves the request's AdminSession."""
 SAFE_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
 WRONG_LOGIN: Final = "wrong user name or password"
 MAX_LOGIN_BODY: Final = 8_192
@@ -82,23 +84,6 @@ _INDEX_PLACEHOLDER: Final = """<!doctype html>
 <form method="post" action="/logout"><button type="submit">Log out</button></form>
 </main></body></html>
 """
-
-
-@dataclass(frozen=True, slots=True)
-class Principal:
-    """Who a request acts as: the bearer token (`username` "token", role admin, no CSRF
-    token) or a logged-in admin user with their session's CSRF token."""
-
-    username: str
-    role: Role
-    csrf_token: str | None
-
-    def me(self) -> dict[str, object]:
-        """The `/api/v1/me` answer."""
-        return {"username": self.username, "role": str(self.role), "csrf_token": self.csrf_token}
-
-
-TOKEN_PRINCIPAL: Final = Principal("token", Role.ADMIN, None)
 
 
 class Dashboard:
@@ -139,18 +124,6 @@ class Dashboard:
         self.sampler = sampler
         self.tls = tls
 
-    def routes(self) -> list[web.RouteDef]:
-        """GET /, POST /login, POST /logout, GET /static/{path}, GET /api/v1/me and
-        GET /api/v1/history."""
-        return [
-            *history_routes(lambda: self.sampler),
-            web.get("/", self._index, allow_head=False),
-            web.post("/login", self._login),
-            web.post("/logout", self._logout),
-            web.get("/static/{path:.+}", self._static, allow_head=False),
-            web.get("/api/v1/me", self._me, allow_head=False),
-        ]
-
     # --- who is asking -------------------------------------------------------------------
 
     def session_of(self, request: web.Request) -> AdminSession | None:
@@ -160,20 +133,13 @@ class Dashboard:
             return None
         return self.sessions.touch(session_id, self.clock())
 
-    def authorize(self, request: web.Request, bearer_ok: bool) -> Principal:
-        """Who the request acts as, for every route that is not public: the bearer token
-        when `bearer_ok`, else the session cookie. Raises ApiError: 401 with neither
-        (`missing or wrong bearer token`), 401 `login expired` for an unknown or expired
-        session, 403 for a change without the CSRF token or by a viewer."""
-        if bearer_ok:
-            return TOKEN_PRINCIPAL
+    async def authenticate(self, request: web.Request) -> ApiPrincipal | None:
+        """The admin server's authenticator for the session cookie (after the bearer
+        token): None without the cookie; ApiError 401 `login expired` for an unknown or
+        expired session; 403 for a change without the session's CSRF token in
+        `X-CSRF-Token`, or by a viewer."""
         if COOKIE not in request.cookies:
-            raise ApiError(
-                401,
-                "missing or wrong bearer token",
-                "Authorization",
-                {"WWW-Authenticate": "Bearer"},
-            )
+            return None
         session = self.session_of(request)
         if session is None:
             raise ApiError(401, "login expired", "Cookie")
@@ -182,11 +148,13 @@ class Dashboard:
                 raise ApiError(403, "CSRF token missing or wrong", "X-CSRF-Token")
             if session.role is not Role.ADMIN:
                 raise ApiError(403, "viewer role: read only", "role")
-        return Principal(session.username, session.role, session.csrf_token)
+        request[SESSION_KEY] = session
+        role = ADMIN if session.role is Role.ADMIN else VIEWER
+        return ApiPrincipal(session.username, role, "cookie")
 
     # --- pages ---------------------------------------------------------------------------
 
-    async def _index(self, request: web.Request) -> web.StreamResponse:
+    async def index(self, request: web.Request) -> web.StreamResponse:
         if self.session_of(request) is None:
             return self._login_page("", 200)
         index = self.static_dir / "index.html"
@@ -211,7 +179,7 @@ class Dashboard:
             headers={"Cache-Control": "no-store", **(headers or {})},
         )
 
-    async def _static(self, request: web.Request) -> web.StreamResponse:
+    async def static_file(self, request: web.Request) -> web.StreamResponse:
         relative = request.match_info["path"]
         root = self.static_dir.resolve()
         try:
@@ -227,13 +195,6 @@ class Dashboard:
             path, headers={"Content-Type": content_type, "Cache-Control": "no-cache"}
         )
 
-    async def _me(self, request: web.Request) -> web.Response:
-        principal = request.get(PRINCIPAL)
-        if not isinstance(principal, Principal):
-            # Served without the admin server's authorize step (a bare app in a test).
-            principal = self.authorize(request, bearer_ok=False)
-        return web.json_response(principal.me())
-
     # --- login and logout ----------------------------------------------------------------
 
     def _same_origin(self, request: web.Request) -> bool:
@@ -242,7 +203,7 @@ class Dashboard:
             return True
         return origin == f"{request.scheme}://{request.host}"
 
-    async def _login(self, request: web.Request) -> web.StreamResponse:
+    async def login(self, request: web.Request) -> web.StreamResponse:
         if not self._same_origin(request):
             return self._login_page("cross-origin login refused", 403)
         username, password = await _credentials_of(request)
@@ -279,12 +240,12 @@ class Dashboard:
         )
         return response
 
-    async def _logout(self, request: web.Request) -> web.StreamResponse:
+    async def logout(self, request: web.Request) -> web.StreamResponse:
         session = self.session_of(request)
         if session is not None:
             given = request.headers.get("X-CSRF-Token")
-            if given is None and request.content_type == "application/x-www-form-urlencoded":
-                given = str((await request.post()).get("csrf_token") or "")
+            if given is None:
+                given = await _field_of(request, "csrf_token")
             if not session.csrf_matches(given):
                 raise ApiError(403, "CSRF token missing or wrong", "X-CSRF-Token")
             self.sessions.end(session.session_id)
@@ -293,26 +254,70 @@ class Dashboard:
         return response
 
 
+DASHBOARD_KEY: Final = web.AppKey("mqttq.dashboard", Dashboard)
+"""Where the admin server keeps its Dashboard (the handlers below find it there)."""
+
+
+async def index(call: Call) -> web.StreamResponse:
+    """GET /: the dashboard when logged in, else the login page."""
+    return await call.request.app[DASHBOARD_KEY].index(call.request)
+
+
+async def login(call: Call) -> web.StreamResponse:
+    """POST /login."""
+    return await call.request.app[DASHBOARD_KEY].login(call.request)
+
+
+async def logout(call: Call) -> web.StreamResponse:
+    """POST /logout."""
+    return await call.request.app[DASHBOARD_KEY].logout(call.request)
+
+
+async def static_file(call: Call) -> web.StreamResponse:
+    """GET /static/{path}."""
+    return await call.request.app[DASHBOARD_KEY].static_file(call.request)
+
+
+async def me(call: Call) -> web.Response:
+    """GET /api/v1/me: who is logged in, their role and the CSRF token changes need
+    (null with the bearer token)."""
+    session = call.request.get(SESSION_KEY)
+    csrf = None if session is None else session.csrf_token
+    principal = call.principal
+    return web.json_response(
+        {"username": principal.name, "role": principal.role, "csrf_token": csrf}
+    )
+
+
 def _see_other() -> web.Response:
     return web.Response(status=303, headers={"Location": "/", "Cache-Control": "no-store"})
 
 
-async def _credentials_of(request: web.Request) -> tuple[str, str]:
-    """(username, password) from a form or a JSON body; empty strings when absent.
-    ApiError 400 naming `body` when the body cannot be read."""
+async def _form_of(request: web.Request) -> dict[str, object]:
+    """The request's body as fields: a JSON object, or a form (any other content type).
+    ApiError 400 naming `body` when it is too large or not a JSON object."""
     if request.content_length is not None and request.content_length > MAX_LOGIN_BODY:
-        raise ApiError(400, f"the login body is larger than {MAX_LOGIN_BODY} bytes", "body")
+        raise ApiError(400, f"the body is larger than {MAX_LOGIN_BODY} bytes", "body")
     if request.content_type == "application/json":
         try:
             body = json.loads(await request.read())
         except (ValueError, UnicodeDecodeError):
-            raise ApiError(400, "the login body is not JSON", "body") from None
+            raise ApiError(400, "the body is not JSON", "body") from None
         if not isinstance(body, dict):
-            raise ApiError(400, 'the login body must be {"username", "password"}', "body")
-        username, password = body.get("username"), body.get("password")
-    else:
-        form = await request.post()
-        username, password = form.get("username"), form.get("password")
+            raise ApiError(400, "the body must be a JSON object", "body")
+        return body
+    return dict(await request.post())
+
+
+async def _field_of(request: web.Request, name: str) -> str:
+    value = (await _form_of(request)).get(name)
+    return value if isinstance(value, str) else ""
+
+
+async def _credentials_of(request: web.Request) -> tuple[str, str]:
+    """(username, password) from a form or a JSON body; empty strings when absent."""
+    form = await _form_of(request)
+    username, password = form.get("username"), form.get("password")
     return (
         username if isinstance(username, str) else "",
         password if isinstance(password, str) else "",
