@@ -12,8 +12,8 @@ from tests.cluster.conftest import Nodes
 from tests.conftest import BrokerProcess
 from tests.integration.admin_api import AdminApi
 from tests.integration.helpers import Clients
-from tests.integration.wire import PUBLISH
 from tests.integration.waiting import wait_for
+from tests.integration.wire import PUBLISH
 
 pytestmark = [pytest.mark.mqttq_only, pytest.mark.slow]
 
