@@ -47,6 +47,11 @@ class Credential:
     """SCRAM secrets (one per mechanism: salt, iterations, StoredKey, ServerKey) for MQTT 5
     enhanced authentication; empty when the credential was added without `--scram`."""
 
+    @property
+    def scram_mechanisms(self) -> list[str]:
+        """The SCRAM mechanisms this credential can authenticate with (for display)."""
+        return [s.mechanism for s in self.scram if self.scram_secret(s.mechanism) is s]
+
     def scram_secret(self, mechanism: str) -> ScramSecret | None:
         """The stored SCRAM secret for `mechanism` (SCRAM-SHA-256 or -512), if any and if
         it was made for the current password (see `ScramSecret.password_tag`)."""

@@ -50,6 +50,7 @@ __all__ = [
     "scram_secrets",
     "secret_from_text",
     "secret_to_text",
+    "secrets_for_write",
     "server_signature",
 ]
 
@@ -179,6 +180,27 @@ def scram_secrets(
         make_secret(name, password, iterations=iterations, password_hash=password_hash)
         for name in mechanisms
     )
+
+
+def secrets_for_write(
+    requested: bool | None,
+    password: str | None,
+    password_hash: str,
+    existing: tuple[ScramSecret, ...] = (),
+) -> tuple[ScramSecret, ...] | None:
+    """The SCRAM secrets a credential write stores, None to leave them as they are.
+    `requested` is the API's `scram` field: True makes fresh ones from `password` (which
+    must then be given), False removes them; None keeps them, renewed for a new
+    `password` (`password_hash` is that password's new hash)."""
+    if requested is False:
+        return ()
+    if password is None:
+        if requested:
+            raise ScramError("SCRAM secrets are made from the password: give it too")
+        return None
+    if requested:
+        return scram_secrets(password, password_hash)
+    return renewed_secrets(existing, password, password_hash) if existing else None
 
 
 def renewed_secrets(

@@ -1,5 +1,6 @@
 """`mqttq credentials add|ls|show|rm|passwd`: the username/password credentials clients
-connect with, their tenant, client type, client id pattern and ACLs.
+connect with (and, with `--scram`, the SCRAM secrets of MQTT 5 enhanced authentication),
+their tenant, client type, client id pattern and ACLs.
 
 Through a running broker's admin API or, when none runs, in the credential database
 directly (see mqttq.cli.admin_target). Passwords are stored as salted slow hashes
@@ -59,6 +60,15 @@ PasswordOption = Annotated[
 PasswordStdinOption = Annotated[
     bool,
     typer.Option("--password-stdin", help="Read the password from the first line of stdin."),
+]
+ScramOption = Annotated[
+    bool,
+    typer.Option(
+        "--scram",
+        help="Also store SCRAM-SHA-256 and SCRAM-SHA-512 secrets made from the password "
+        "(salt, 4096 iterations, StoredKey, ServerKey; never the password) for MQTT 5 "
+        "enhanced authentication.",
+    ),
 ]
 
 
@@ -182,6 +192,7 @@ def add_command(
             "cn_regex group) fully matches this regular expression; no password.",
         ),
     ] = None,
+    scram: ScramOption = False,
     as_json: JsonOption = False,
     config: ConfigOption = None,
     data_dir: DataDirOption = None,
@@ -189,7 +200,8 @@ def add_command(
     token: TokenOption = None,
 ) -> None:
     """Add a credential; the password comes from --password, --password-stdin, or a
-    hidden prompt (asked twice) on a terminal. Refused when the username exists."""
+    hidden prompt (asked twice) on a terminal. Refused when the username exists. With
+    --scram, MQTT 5 clients can also authenticate with SCRAM-SHA-256/512."""
     if not username:
         _fail("the username is empty", EXIT_CONFIG)
     if tenant is not None and not tenant:
@@ -208,7 +220,11 @@ def add_command(
             x509_hash(x509_cn)
         except ValueError as exc:
             _fail(f"--x509-cn {x509_cn!r}: {exc}", EXIT_CONFIG)
+        if scram:
+            _fail("--scram: an x509 credential has no password to make them from", EXIT_CONFIG)
     body: dict[str, Any] = {"username": username}
+    if scram:
+        body["scram"] = True
     optional = {
         "tenant": tenant,
         "client_type": None if client_type is None else str(client_type),
@@ -311,18 +327,22 @@ def passwd_command(
     *,
     password: PasswordOption = None,
     password_stdin: PasswordStdinOption = False,
+    scram: ScramOption = False,
     as_json: JsonOption = False,
     config: ConfigOption = None,
     data_dir: DataDirOption = None,
     admin_url: AdminUrlOption = None,
     token: TokenOption = None,
 ) -> None:
-    """Set a new password (from --password, --password-stdin, or a hidden prompt)."""
+    """Set a new password (from --password, --password-stdin, or a hidden prompt). SCRAM
+    secrets the credential has are made again from it; --scram adds them."""
     with admin_session(config, data_dir, admin_url, token, creates=False) as target:
         if target.get_credential(username) is None:
             raise _unknown(username)
-        new = _read_password(password, password_stdin)
-        credential = target.update_credential(username, {"password": new})
+        change: dict[str, Any] = {"password": _read_password(password, password_stdin)}
+        if scram:
+            change["scram"] = True
+        credential = target.update_credential(username, change)
         if credential is None:
             raise _unknown(username)
     if as_json:
