@@ -6,6 +6,7 @@ import base64
 import binascii
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Final
 
 from mqttq.model import Message
@@ -28,9 +29,12 @@ ENVELOPE_FIELDS: Final = (
 """The keys of `envelope()`, in the order they are written (templates may name them)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Delivery:
     """One message for a sink: what a publisher sent, who sent it, where and when.
+
+    Treated as immutable once made (not `frozen`: a frozen dataclass's `__init__` sets each
+    of its 15 fields through `object.__setattr__`, and one is made per delivered message).
 
     `seq` identifies a delivery within its integration and is the same when the delivery
     is made again, so a sink that must deduplicate after a redelivery can key on it with
@@ -75,13 +79,22 @@ def envelope(delivery: Delivery, *, payload_encoding: str = "auto") -> dict[str,
     default) and base64 otherwise, with `"payload_encoding": "base64"`; "base64" always
     encodes. `timestamp` is unix milliseconds. Absent MQTT 5 properties are left out.
     """
-    text = delivery.payload_text() if payload_encoding == "auto" else None
-    body: dict[str, Any] = {"topic": delivery.topic}
+    # Made once per delivered message: written out, without helper calls.
+    payload = delivery.payload
+    text: str | None = None
+    if payload_encoding == "auto":
+        try:
+            text = payload.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
     if text is not None:
-        body["payload"] = text
+        body: dict[str, Any] = {"topic": delivery.topic, "payload": text}
     else:
-        body["payload"] = base64.b64encode(delivery.payload).decode("ascii")
-        body["payload_encoding"] = "base64"
+        body = {
+            "topic": delivery.topic,
+            "payload": base64.b64encode(payload).decode("ascii"),
+            "payload_encoding": "base64",
+        }
     body["qos"] = delivery.qos
     body["retain"] = delivery.retain
     body["client_id"] = delivery.client_id
@@ -97,7 +110,8 @@ def envelope(delivery: Delivery, *, payload_encoding: str = "auto") -> dict[str,
         body["correlation_data"] = base64.b64encode(delivery.correlation_data).decode("ascii")
     if delivery.message_expiry_interval is not None:
         body["message_expiry_interval"] = delivery.message_expiry_interval
-    body.update(delivery.extra)
+    if delivery.extra:
+        body.update(delivery.extra)
     return body
 
 
@@ -120,19 +134,26 @@ def delivery_of(message: Message, tenant: str, seq: int, now: float) -> Delivery
     the time the broker accepted it, and its Message Expiry Interval as time remaining
     (at least 1 s: an expired message is never handed over [MQTT-3.3.2-5])."""
     props = message.properties
-    expiry = message.remaining_expiry(now)
+    expiry = None if message.expires_at is None else message.remaining_expiry(now)
+    users = props.user_properties
+    # Positional, in field order: one is made per delivered message.
     return Delivery(
-        topic=message.topic,
-        payload=message.payload,
-        qos=message.qos,
-        retain=message.retain,
-        client_id=message.publisher_id,
-        tenant=tenant,
-        timestamp_ms=int(message.created_at * 1000),
-        user_properties=tuple(props.user_properties),
-        content_type=props.content_type,
-        response_topic=props.response_topic,
-        correlation_data=props.correlation_data,
-        message_expiry_interval=None if expiry is None else max(1, expiry),
-        seq=seq,
+        message.topic,
+        message.payload,
+        message.qos,
+        message.retain,
+        message.publisher_id,
+        tenant,
+        int(message.created_at * 1000),
+        tuple(users) if users else (),
+        props.content_type,
+        props.response_topic,
+        props.correlation_data,
+        None if expiry is None else max(1, expiry),
+        seq,
+        _NO_EXTRA,
     )
+
+
+_NO_EXTRA: Final[Mapping[str, str]] = MappingProxyType({})
+"""The `extra` of a message's delivery: none, shared."""

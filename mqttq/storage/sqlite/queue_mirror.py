@@ -28,6 +28,7 @@ from collections.abc import Iterable, Sequence
 from typing import Final
 
 from mqttq.model import Message
+from mqttq.storage.memory import queue_limit_of
 from mqttq.storage.ports import QueuedMessage
 
 __all__ = ["MIRROR_LIMIT", "QueueMirror"]
@@ -42,8 +43,9 @@ class QueueMirror:
     """Per client, its live entries by packet id in serial order; see the module."""
 
     def __init__(self, queue_limit: int, limit: int = MIRROR_LIMIT) -> None:
-        """`queue_limit`: the store's per-client bound (an enqueue past it trims in the
-        file, and the client leaves the mirror); `limit`: entries mirrored at most."""
+        """`queue_limit`: the store's per-client bound, as `queue_limit_of` applies it (an
+        enqueue past it trims in the file, and the client leaves the mirror); `limit`:
+        entries mirrored at most."""
         self._queue_limit = queue_limit
         self._limit = limit
         self._everyone = False
@@ -92,8 +94,11 @@ class QueueMirror:
                 if not self._everyone:
                     continue
                 queue = queues[client_id] = {}
-            if len(queue) >= limit:
+            if len(queue) >= queue_limit_of(client_id, limit):
                 # The store trimmed the oldest to make room: which ones is its business.
+                # (Its limit, not the default: an integration's queue holds 65,535, and one
+                # dropped from here at 10,000 was read back from the file whole at each
+                # refill of its backlog.)
                 self._everyone = False
                 self._drop(client_id)
                 continue
