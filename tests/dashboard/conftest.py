@@ -7,7 +7,6 @@ MQTT clients (tests/integration/raw_client.py)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
 import time
@@ -73,7 +72,8 @@ class Dashboard:
             finally:
                 await store.close()
 
-        asyncio.run(add())
+        # On the broker's loop: Playwright's sync API owns this thread's event loop.
+        self.broker.call(add())
 
     def api(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         """Call the admin API with the bearer token: (status, decoded JSON or None)."""

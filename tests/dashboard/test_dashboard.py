@@ -232,12 +232,14 @@ def test_a_bad_value_shows_the_fields_error(page: Any, dashboard: Dashboard) -> 
 
 def test_an_expired_login_goes_to_the_login_page(page: Any, dashboard: Dashboard) -> None:
     log_in(page, dashboard)
+    page.get_by_test_id("nav-sessions").click()  # a view that asks only when told
+    expect(page.get_by_test_id("session-total")).to_have_text("0 sessions")
     cookies = page.context.cookies()
     assert [c["name"] for c in cookies] == ["mqttq_session"]
     assert cookies[0]["httpOnly"] and cookies[0]["sameSite"] == "Strict"
     page.context.clear_cookies()
     page.context.add_cookies([{**cookies[0], "value": "expired-or-unknown"}])
-    page.get_by_test_id("nav-sessions").click()
+    page.get_by_test_id("nav-retained").click()
     expect(page.locator("form[action='/login']")).to_be_visible()
     expect(page.get_by_test_id("whoami")).to_have_count(0)
 
