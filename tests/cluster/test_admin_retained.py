@@ -1,4 +1,5 @@
-"""Two nodes (issue 34): a retained message deleted through node 1's admin API is gone on
+"""Two nodes (issue 34): the node and Kafka views of the admin API in distributed mode, and a
+retained message deleted through node 1's admin API is gone on
 node 2 too, and stays gone on node 1 after a restart. The delete goes through the
 broker's own path for retained messages, which tells every node (the compacted retained
 topic), instead of clearing node 1's memory and its own storage only."""
@@ -39,9 +40,17 @@ def retained_for_new_subscriber(clients: Clients, node: BrokerProcess, name: str
 
 
 def test_retained_deleted_on_one_node_is_gone_on_both_and_after_a_restart(
-    nodes: Nodes, clients: Clients
+    nodes: Nodes, clients: Clients, kafka_prefix: str
 ) -> None:
     one, two = nodes(2)
+    # What a console reads of a node in distributed mode (here: the two nodes just started).
+    api = AdminApi(one.data_dir)
+    assert api.ok("GET", "/api/v1/node")["mode"] == "distributed"
+    kafka = api.ok("GET", "/api/v1/kafka")
+    assert (kafka["distributed"], kafka["topic_prefix"]) == (True, kafka_prefix)
+    assert f"{kafka_prefix}msg.all" in [topic["name"] for topic in kafka["topics"]]
+    groups = {group["group"]: group for group in kafka["consumer_groups"]}
+    assert groups[f"{kafka_prefix}msg.all.consumers"]["members"] == 2
     publisher = clients.connected(one, "pub", level=5)
     assert publisher.publish("cfg/a", b"v1", qos=1, retain=True) is not None
     wait_for(lambda: retained_topics(two) == ["cfg/a"], timeout=DEADLINE, what="cfg/a on node 2")
