@@ -21,19 +21,14 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-import jwt as pyjwt
-from jwt.exceptions import (
-    ExpiredSignatureError,
-    ImmatureSignatureError,
-    InvalidAudienceError,
-    InvalidIssuerError,
-    InvalidSignatureError,
-    InvalidTokenError,
-)
+from jwt.algorithms import Algorithm, get_default_algorithms
+from jwt.exceptions import InvalidKeyError
 
 from mqttq.auth.acl import expand_acl
 from mqttq.auth.authenticator import AuthRefusal, Identity
@@ -42,6 +37,13 @@ from mqttq.auth.providers.base import SKIP, AuthRequest, Decision, bad_credentia
 from mqttq.auth.providers.jwks import JwtKeys
 
 __all__ = ["JwtClaims", "JwtProvider"]
+
+_ALGORITHMS: Final[dict[str, Algorithm]] = {
+    name: algorithm for name, algorithm in get_default_algorithms().items() if name != "none"
+}
+"""PyJWT's signature algorithms by JOSE name (never `none`)."""
+_BASE64URL: Final = re.compile(r"[A-Za-z0-9_-]*")
+_CLIENT_TYPES: Final[dict[object, ClientType]] = {kind.value: kind for kind in ClientType}
 
 REASON: Final = "bad_token"
 """The refusal reason of every failed check (`mqttq_refusals_total{reason}`)."""
@@ -135,29 +137,59 @@ class JwtProvider:
             key = await self.keys.key_for(kid if isinstance(kid, str) else None)
         if key is None:
             return _NO_KEY
-        try:
-            claims = pyjwt.decode(
-                token,
-                key,
-                algorithms=[algorithm],
-                issuer=self.issuer or None,
-                audience=self.audience or None,
-                leeway=self.leeway,
-                options={"verify_aud": bool(self.audience), "require": self._required()},
-            )
-        except ExpiredSignatureError:
-            return _EXPIRED
-        except ImmatureSignatureError:
-            return _NOT_YET
-        except InvalidIssuerError:
-            return _ISSUER
-        except InvalidAudienceError:
-            return _AUDIENCE
-        except InvalidSignatureError:
-            return _SIGNATURE
-        except InvalidTokenError:
-            return _MALFORMED
+        claims = self._verified(token, header, algorithm, key)
+        if isinstance(claims, AuthRefusal):
+            return claims
         return self._identity(claims, request)
+
+    def _verified(
+        self, token: str, header: dict[str, Any], algorithm: str, key: Any
+    ) -> dict[str, Any] | AuthRefusal:
+        """The token's claims once its signature (PyJWT's algorithm, on `cryptography`)
+        and its registered claims check out [RFC 7519 section 4.1], else the refusal."""
+        header_part, payload_part, signature_part = token.split(".")
+        try:
+            claims = json.loads(_segment(payload_part))
+            signature = _segment(signature_part)
+        except (ValueError, binascii.Error):
+            return _MALFORMED
+        if not isinstance(claims, dict) or "crit" in header:
+            return _MALFORMED  # no JWS extension is understood here [RFC 7515 4.1.11]
+        verifier = _ALGORITHMS.get(algorithm)
+        if verifier is None:
+            return _ALGORITHM
+        try:
+            prepared = verifier.prepare_key(key)
+        except (InvalidKeyError, ValueError, TypeError):
+            return _NO_KEY
+        signing_input = f"{header_part}.{payload_part}".encode("ascii")
+        if not verifier.verify(signing_input, prepared, signature):
+            return _SIGNATURE
+        return self._check_claims(claims)
+
+    def _check_claims(self, claims: dict[str, Any]) -> dict[str, Any] | AuthRefusal:
+        now = time.time()
+        leeway = self.leeway
+        expires = claims.get("exp")
+        if expires is not None:
+            if not _number(expires):
+                return _MALFORMED
+            if expires <= now - leeway:
+                return _EXPIRED
+        not_before = claims.get("nbf")
+        if not_before is not None:
+            if not _number(not_before):
+                return _MALFORMED
+            if not_before > now + leeway:
+                return _NOT_YET
+        if self.issuer and claims.get("iss") != self.issuer:
+            return _ISSUER
+        if self.audience:
+            audience = claims.get("aud")
+            names = [audience] if isinstance(audience, str) else audience
+            if not isinstance(names, list) or self.audience not in names:
+                return _AUDIENCE
+        return claims
 
     def _token(self, request: AuthRequest) -> str | None:
         if self.token_field == "username":
@@ -170,14 +202,6 @@ class JwtProvider:
         except UnicodeDecodeError:
             return None
 
-    def _required(self) -> list[str]:
-        required = []
-        if self.issuer:
-            required.append("iss")
-        if self.audience:
-            required.append("aud")
-        return required
-
     def _identity(self, claims: dict[str, Any], request: AuthRequest) -> Decision:
         names = self.claims
         client_id = claims.get(names.client_id)
@@ -187,7 +211,7 @@ class JwtProvider:
         if username is None and self.token_field == "password":
             username = request.username
         tenant = claims.get(names.tenant, DEFAULT_TENANT)
-        kind = claims.get(names.client_type, ClientType.DEVICE.value)
+        kind = _CLIENT_TYPES.get(claims.get(names.client_type, "DEVICE"))
         publish = claims.get(names.publish_acl)
         subscribe = claims.get(names.subscribe_acl)
         expires = claims.get("exp")
@@ -195,7 +219,7 @@ class JwtProvider:
             not (username is None or isinstance(username, str))
             or not isinstance(tenant, str)
             or not tenant
-            or kind not in (ClientType.DEVICE.value, ClientType.APPLICATION.value)
+            or kind is None
             or not (publish is None or _strings(publish))
             or not (subscribe is None or _strings(subscribe))
         ):
@@ -203,28 +227,38 @@ class JwtProvider:
         return Identity(
             username=username,
             tenant=tenant,
-            client_type=ClientType(kind),
+            client_type=kind,
             publish_acl=None
             if publish is None
             else expand_acl(publish, request.client_id, username),
             subscribe_acl=None
             if subscribe is None
             else expand_acl(subscribe, request.client_id, username),
-            expires_at=float(expires) if isinstance(expires, int | float) else None,
+            expires_at=None if expires is None else float(expires),
         )
 
 
+def _segment(part: str) -> bytes:
+    """A base64url segment without padding [RFC 7515 section 2], decoded; ValueError for
+    any other character. (PyJWT's own parsing checks each character in Python, which cost
+    more than the RS256 signature check: the token is parsed here, the signature checked
+    by PyJWT's algorithm.)"""
+    if _BASE64URL.fullmatch(part) is None:
+        raise ValueError("not base64url")
+    return base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+
+
 def _header(token: str) -> dict[str, Any] | None:
-    """The token's JOSE header, None when it is not base64url JSON of an object. Read
-    here, not with `jwt.get_unverified_header`: PyJWT checks each segment character by
-    character in Python, which costs more than the RS256 signature check; `jwt.decode`
-    still parses and checks the whole token."""
-    segment = token.partition(".")[0]
+    """The token's JOSE header, None when it is not base64url JSON of an object."""
     try:
-        header = json.loads(base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4)))
+        header = json.loads(_segment(token.partition(".")[0]))
     except (ValueError, binascii.Error):
         return None
     return header if isinstance(header, dict) else None
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _strings(value: object) -> bool:
