@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import typer
 from rich.console import Console
@@ -286,19 +286,21 @@ def _render(entries: list[JSON]) -> None:
         console.print("no blocked clients")
         return
     table = Table(box=None, pad_edge=False)
-    for column in ("id", "kind", "value", "reason", "expires", "added"):
-        table.add_column(column)
+    table.add_column("id", no_wrap=True)
+    table.add_column("kind", no_wrap=True)
+    table.add_column("value")
+    table.add_column("reason")
+    table.add_column("expires", no_wrap=True)
     for entry in entries:
         kind = str(entry.get("kind"))
         if kind == "regex":
-            kind = f"regex on {entry.get('match_on')}"
+            kind = f"regex({entry.get('match_on')})"
         table.add_row(
             str(entry.get("id")),
             kind,
             str(entry.get("value")),
             str(entry.get("reason") or "-"),
             _expires(entry.get("expires_at")),
-            _when(entry.get("created_at")),
         )
     console.print(table)
 
@@ -309,20 +311,39 @@ def _render_failed(items: list[JSON]) -> None:
         console.print("no refused CONNECTs")
         return
     table = Table(box=None, pad_edge=False)
-    for column in ("time", "client id", "address", "user", "listener", "reason", "code"):
-        table.add_column(column)
+    for column in ("time", "client id", "address", "user", "mqtt", "reason", "answer"):
+        table.add_column(column, no_wrap=column in ("time", "mqtt", "answer"))
     for item in items:
-        code = item.get("reason_code")
+        level = item.get("protocol_level")
         table.add_row(
-            _when(item.get("at")),
+            _short_time(item.get("at")),
             str(item.get("client_id")),
             str(item.get("address") or "-"),
             str(item.get("username") or "-"),
-            f"{item.get('listener')} v{_version(item.get('protocol_level'))}",
+            _version(level),
             str(item.get("reason")),
-            f"0x{code:02X}" if isinstance(code, int) else "-",
+            _answer(item.get("reason_code"), level),
         )
     console.print(table)
+
+
+_RETURN_CODES: Final = {0x84: 1, 0x85: 2, 0x86: 4, 0x87: 5, 0x8A: 5}
+"""A refusal's 5.0 reason code -> the 3.x CONNACK return code (others: 3)."""
+
+
+def _answer(code: Any, level: Any) -> str:
+    """What the client read: the 5.0 reason code, or the 3.x return code."""
+    if not isinstance(code, int):
+        return "-"
+    if level == 5:
+        return f"0x{code:02X}"
+    return f"rc {_RETURN_CODES.get(code, 3)}"
+
+
+def _short_time(value: Any) -> str:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return "-"
+    return datetime.fromtimestamp(value).strftime("%m-%d %H:%M:%S")
 
 
 def _version(level: Any) -> str:
