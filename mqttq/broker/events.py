@@ -49,6 +49,8 @@ class ClientEvents:
         self._subscriber_kinds: frozenset[str] = frozenset()
         self._all: frozenset[str] = frozenset()
         self.topic = DEFAULT_TOPIC
+        self.published = 0
+        """Event messages published (`$SYS` does not count them as received)."""
 
     @property
     def kinds(self) -> frozenset[str]:
@@ -104,6 +106,7 @@ class ClientEvents:
         for topic in self.topics_for(kind, client_id):
             message = Message(topic, payload, 1, False, properties, now, None, client_id)
             self.hub.publish_detached(tenant, message)
+            self.published += 1
 
     def _connected_details(self, client_id: str, fields: dict[str, Any]) -> dict[str, Any]:
         """The client's address (as ACLs and the admin API see it: through a PROXY

@@ -90,7 +90,8 @@ class SysTopics:
         self._loads: dict[str, _Loads] = {}
         self._maximum: dict[str, int] = {}
         self.published = 0
-        """$SYS messages published (not counted in `messages/received`)."""
+        """$SYS messages published (not counted in `messages/received`, as client events
+        are not)."""
 
     def start(self) -> None:
         """Publish now, then every `interval` seconds, until `stop()`."""
@@ -137,7 +138,9 @@ class SysTopics:
         uptime = f"{int(time.time() - self.started_at)} seconds"
         version = f"mqttq version {__version__}"
         stats = hub.statistics()
-        received = sum(stats[f"messages_in_qos{q}"] for q in range(3)) - self.published
+        # The broker's own messages ($SYS, client events) are not what clients sent.
+        own = self.published + hub.events.published
+        received = sum(stats[f"messages_in_qos{q}"] for q in range(3)) - own
         sent = sum(stats[f"messages_out_qos{q}"] for q in range(3))
         dropped = sum(stats[f"messages_dropped_qos{q}"] for q in range(3))
         counters = {  # Mosquitto's load/<name>/<period> names

@@ -253,11 +253,13 @@ class ProxyStatistics:
         if last is None or now - last >= self.LOG_EVERY:
             self.last_logged[kind] = now
             logger.warning(
-                "PROXY protocol: connection from %s refused: %s (%d refused so, %s)",
+                "PROXY protocol: connection from %s refused: %s (%s: %d so far; the next "
+                "ones are counted and logged again after %.0f s)",
                 peer,
                 why,
+                kind,
                 getattr(self, kind),
-                "further ones are counted, logged again in a minute",
+                self.LOG_EVERY,
             )
 
     def as_dict(self) -> dict[str, int]:
