@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from mqttq.admin.token import read_discovery
-from tests.conftest import InProcessBroker
+from tests.conftest import BrokerProcess, InProcessBroker
 from tests.integration.raw_client import RawClient
 from tests.integration.waiting import BrokerFactory
 
@@ -50,7 +50,7 @@ class Dashboard:
     """A running broker with its admin server (`url`), MQTT over TCP (`mqtt_port`) and over
     WebSocket (`ws_url`)."""
 
-    broker: InProcessBroker
+    broker: InProcessBroker | BrokerProcess
     url: str
     mqtt_port: int
     ws_url: str
@@ -59,11 +59,13 @@ class Dashboard:
     def add_user(self, username: str, role: str = "admin", password: str = PASSWORD) -> None:
         """An admin user in the broker's credential store (what `mqttq admin-user add`
         writes), usable at once."""
+        broker = self.broker
+        assert isinstance(broker, InProcessBroker), "a broker process: use mqttq admin-user"
         from mqttq.auth.admin_users import Role, new_admin_user  # noqa: PLC0415
         from mqttq.cli.admin_user import admin_user_store  # noqa: PLC0415
 
         async def add() -> None:
-            store = admin_user_store(self.broker.settings())
+            store = admin_user_store(broker.settings())
             await store.open()
             try:
                 await store.add_admin_user(
@@ -73,7 +75,7 @@ class Dashboard:
                 await store.close()
 
         # On the broker's loop: Playwright's sync API owns this thread's event loop.
-        self.broker.call(add())
+        broker.call(add())
 
     def api(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         """Call the admin API with the bearer token: (status, decoded JSON or None)."""
