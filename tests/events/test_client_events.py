@@ -196,3 +196,25 @@ def test_serve_refuses_an_unknown_kind(tmp_path: Path) -> None:
     assert result.returncode == 2, result.stderr
     assert "events.kinds" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_reading_events_takes_a_subscribe_acl_that_names_them(
+    broker_factory: BrokerFactory, clients: Clients
+) -> None:
+    from tests.integration.admin_api import AdminApi  # noqa: PLC0415
+
+    broker = broker_factory(config='[events]\nkinds = ["connected"]\n')
+    api = AdminApi(broker.data_dir)
+    api.add_credential("monitor", "pw", subscribe_acl=["$events/connected/+"])
+    api.add_credential("device", "pw", subscribe_acl=["#"])
+    device = clients.raw(broker)
+    device.connect("device-1", username="device", password=b"pw")
+    refused = device.subscribe(("$events/connected/+", 1))
+    assert refused.reason_codes == (0x87,)  # `#` in an ACL does not reach `$` topics
+    monitor = clients.raw(broker)
+    monitor.connect("monitor-1", username="monitor", password=b"pw")
+    granted = monitor.subscribe(("$events/connected/+", 1))
+    assert granted.reason_codes == (1,)
+    clients.connected(broker, "arrives", username="device", password=b"pw")
+    [(topic, body)] = events(monitor, 1)
+    assert (topic, body["client_id"]) == ("$events/connected/arrives", "arrives")

@@ -189,3 +189,22 @@ def test_a_blocked_client_address_behind_the_balancer_is_closed(
         allowed.connect("not-blocked")
     finally:
         allowed.close()
+
+
+def test_the_failed_connections_log_has_the_address_from_the_header(
+    broker_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    from tests.blocked.helpers import blocked_of  # noqa: PLC0415
+
+    broker = broker_factory(
+        config='[listener]\nproxy_protocol = true\n[auth]\nanonymous = "never"\n'
+    )
+    client = RawClient(broker.port)
+    try:
+        client.send(b"PROXY TCP6 2001:db8::9 ::1 51515 1883\r\n")
+        connack = client.connect("nobody-1", username="nobody", password=b"x", expect_success=False)
+        assert connack.reason_code == 0x86  # Bad user name or password
+    finally:
+        client.close()
+    [failed] = blocked_of(broker).failed.recent("nobody-1")
+    assert failed.address == "2001:db8::9"
