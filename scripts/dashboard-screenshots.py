@@ -57,6 +57,8 @@ def wait_for_admin(data_dir: Path, deadline: float) -> str:
 def traffic(mqtt_port: int, stop: threading.Event) -> list[Any]:
     """Sensors publishing at varying rates, two persistent subscribers, retained states."""
     import paho.mqtt.client as paho  # noqa: PLC0415 (the tests' extra)
+    from paho.mqtt.packettypes import PacketTypes  # noqa: PLC0415
+    from paho.mqtt.properties import Properties  # noqa: PLC0415
 
     clients: list[Any] = []
 
@@ -64,7 +66,11 @@ def traffic(mqtt_port: int, stop: threading.Event) -> list[Any]:
         made = paho.Client(
             paho.CallbackAPIVersion.VERSION2, client_id=client_id, protocol=paho.MQTTv5
         )
-        made.connect("127.0.0.1", mqtt_port, clean_start=clean)
+        properties = None
+        if not clean:  # a persistent session: it outlives the connection for an hour
+            properties = Properties(PacketTypes.CONNECT)
+            properties.SessionExpiryInterval = 3600
+        made.connect("127.0.0.1", mqtt_port, clean_start=clean, properties=properties)
         made.loop_start()
         clients.append(made)
         return made
@@ -84,10 +90,17 @@ def traffic(mqtt_port: int, stop: threading.Event) -> list[Any]:
             burst = 5 + int(8 * random.random())
             for room, sensor in sensors.items():
                 for _ in range(burst):
-                    sensor.publish(f"sensors/{room}/temp", f"{20 + random.random() * 5:.2f}")
+                    reading = f"{20 + random.random() * 5:.2f}"
+                    sensor.publish(f"sensors/{room}/temp", reading, qos=1)
             stop.wait(0.1)
 
     threading.Thread(target=run, daemon=True).start()
+    # Gone offline: its persistent session queues what its subscription matches.
+    offline = client("fleet-archiver", clean=False)
+    offline.subscribe("sensors/+/temp", qos=1)
+    offline.disconnect()
+    offline.loop_stop()
+    clients.remove(offline)
     return clients
 
 

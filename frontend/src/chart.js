@@ -11,6 +11,14 @@ function cssVar(name, fallback) {
   return value || fallback;
 }
 
+/** A tick value in a few characters: 950, 1.2k, 35k, 4.1M. */
+function compact(value) {
+  const size = Math.abs(value);
+  if (size >= 1e6) return `${(value / 1e6).toFixed(size >= 1e7 ? 0 : 1)}M`;
+  if (size >= 1e3) return `${(value / 1e3).toFixed(size >= 1e4 ? 0 : 1)}k`;
+  return String(Number(value.toFixed(2)));
+}
+
 function options(width, series, unit) {
   const text = cssVar('--muted', '#666');
   const grid = cssVar('--border', '#ddd');
@@ -21,7 +29,7 @@ function options(width, series, unit) {
     legend: { show: true, live: false },
     cursor: { drag: { x: false, y: false } },
     scales: { x: { time: true } },
-    axes: [axis, { ...axis, size: 56, values: (_u, ticks) => ticks.map((v) => `${v}${unit || ''}`) }],
+    axes: [axis, { ...axis, size: 56, values: (_u, ticks) => ticks.map((v) => `${compact(v)}${unit || ''}`) }],
     series: [
       {},
       ...series.map((s, i) => ({
