@@ -60,6 +60,17 @@ def test_connected_client_blocked_by_address_is_disconnected(broker: InProcessBr
         client.close()
 
 
+def test_connection_before_connect_from_a_blocked_address_is_closed(
+    broker: InProcessBroker,
+) -> None:
+    client = RawClient(broker.port)
+    try:
+        block(broker, "address", "127.0.0.1")
+        assert client.wait_closed() == []  # not through CONNECT: nothing to answer, closed
+    finally:
+        client.close()
+
+
 def test_failed_connections_log_shows_wrong_password_and_blocked(
     broker: InProcessBroker,
 ) -> None:

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from mqttq.auth.authenticator import Authenticator
     from mqttq.broker.connection.client import Client
 
-__all__ = ["admit", "auth_request", "chain_of", "tenant_property"]
+__all__ = ["address_refused", "admit", "auth_request", "chain_of", "tenant_property"]
 
 logger = logging.getLogger("mqttq.broker.session")
 
@@ -107,6 +107,23 @@ def _refuse(  # noqa: PLR0917 (what one refusal is)
     if isinstance(blocked, BlockedClients):
         blocked.record_refusal(request, code, reason, message)
     client.refuse(code, message)
+
+
+def address_refused(client: Client, authenticator: Authenticator) -> bool:
+    """True when the blocked list blocks the address a connection comes from (after a
+    PROXY protocol header, the client's): the listener closes it before reading a byte.
+    Counted under the default tenant as a `blocked` refusal."""
+    chain = authenticator.chain
+    blocked = None if chain is None else chain.provider("blocked")
+    if not isinstance(blocked, BlockedClients):
+        return False
+    transport = client.transport
+    peer = None if transport is None else transport.get_extra_info("peername")
+    if not peer or not blocked.address_refused(str(peer[0])):
+        return False
+    client.life.hub.limits.count_refusal(DEFAULT_TENANT, "blocked")
+    logger.debug("connection from %s closed: its address is blocked", peer[0])
+    return True
 
 
 def chain_of(authenticator: Authenticator) -> ProviderChain:
