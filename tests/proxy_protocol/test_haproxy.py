@@ -208,3 +208,23 @@ def test_the_failed_connections_log_has_the_address_from_the_header(
         client.close()
     [failed] = blocked_of(broker).failed.recent("nobody-1")
     assert failed.address == "2001:db8::9"
+
+
+def test_anonymous_loopback_looks_at_the_address_the_client_connected_to(
+    proxied: ProxiedBroker,
+) -> None:
+    """auth.anonymous = "loopback" (the default): a client that reached the balancer on a
+    public address is not taken for a local one because the balancer is local."""
+    remote = RawClient(proxied.broker.port)
+    try:
+        remote.send(b"PROXY TCP4 203.0.113.9 192.0.2.1 40124 1883\r\n")
+        connack = remote.connect("from-afar", expect_success=False)
+        assert connack.reason_code >= 0x80
+    finally:
+        remote.close()
+    local = RawClient(proxied.broker.port)
+    try:
+        local.send(b"PROXY TCP4 203.0.113.9 127.0.0.1 40125 1883\r\n")
+        assert local.connect("to-loopback").reason_code == 0
+    finally:
+        local.close()
