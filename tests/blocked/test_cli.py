@@ -10,7 +10,7 @@ import json
 from tests.harness import InProcessBroker
 from tests.integration.raw_client import RawClient
 from tests.integration.test_cli_tenant import run_cli
-from tests.integration.waiting import BrokerFactory
+from tests.integration.waiting import BrokerFactory, wait_for
 
 BANNED = 0x8A
 
@@ -111,3 +111,25 @@ def test_bad_input_is_one_line_and_exit_2(broker: InProcessBroker) -> None:
         assert len(errors) == 1 and errors[0].startswith(line), (args, run.stderr)
         assert "Traceback" not in run.stderr
     assert run_cli("blocked", "ls", "--json", *common).stdout.strip() == '{"blocked": []}'
+
+
+def test_store_edit_reaches_a_broker_without_admin_api(broker_factory: BrokerFactory) -> None:
+    """With no admin API to go through, `mqttq blocked add` writes the data dir's store and
+    the running broker reads the change (its poll of the SQLite file) and applies it."""
+    broker = broker_factory("[admin]\nenabled = false\n")
+    assert isinstance(broker, InProcessBroker)
+    common = ("--data-dir", str(broker.data_dir))
+    client = RawClient(broker.port)
+    try:
+        client.connect("late-1")
+        added = run_cli("blocked", "add", "--client-id", "late-1", *common)
+        assert added.code == 0, added.stderr
+        assert "directly" in added.stderr
+        packets = client.wait_closed()
+        assert [(p.type, p.reason_code) for p in packets] == [(14, 0x98)]  # DISCONNECT
+    finally:
+        client.close()
+    assert connack_code(broker.port, "late-1") == BANNED
+    removed = run_cli("blocked", "rm", "--client-id", "late-1", *common)
+    assert removed.code == 0, removed.stderr
+    wait_for(lambda: connack_code(broker.port, "late-1") == 0, what="the block lifted")
