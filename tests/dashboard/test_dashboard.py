@@ -250,3 +250,75 @@ def test_log_out_ends_the_session(page: Any, dashboard: Dashboard) -> None:
     expect(page.locator("form[action='/login']")).to_be_visible()
     page.goto(dashboard.url + "/#/sessions")
     expect(page.locator("form[action='/login']")).to_be_visible()
+
+
+def test_sessions_come_a_page_at_a_time(page: Any, dashboard: Dashboard) -> None:
+    for n in range(55):
+        dashboard.client().connect(f"pager-{n:02d}")
+    log_in(page, dashboard)
+    page.get_by_test_id("nav-sessions").click()
+    page.get_by_test_id("search-prefix").fill("pager-")
+    page.get_by_test_id("search-submit").click()
+    expect(page.get_by_test_id("session-total")).to_have_text("55 sessions")
+    rows = page.locator("[data-testid^=session-row-]")
+    expect(rows).to_have_count(50)
+    expect(rows.first).to_have_attribute("data-testid", "session-row-pager-00")
+    page.get_by_test_id("page-next").click()
+    expect(rows).to_have_count(5)
+    expect(rows.first).to_have_attribute("data-testid", "session-row-pager-50")
+    expect(page.get_by_test_id("page-next")).to_be_disabled()
+    page.get_by_test_id("page-prev").click()
+    expect(rows).to_have_count(50)
+
+
+VIEWS = {
+    "overview": "Overview",
+    "sessions": "Sessions",
+    "subscriptions": "Subscriptions",
+    "retained": "Retained messages",
+    "credentials": "Credentials",
+    "tenants": "Tenants",
+    "limits": "Node limits",
+    "cluster": "Cluster",
+    "kafka": "Kafka",
+    "mqtt": "MQTT client",
+}
+
+
+def test_every_view_opens_without_an_error(page: Any, dashboard: Dashboard) -> None:
+    subscriber = dashboard.client()
+    subscriber.connect("views-subscriber")
+    subscriber.subscribe(("views/#", 1))
+    log_in(page, dashboard)
+    for name, title in VIEWS.items():
+        page.get_by_test_id(f"nav-{name}").click()
+        view = page.get_by_test_id(f"view-{name}")
+        expect(view.locator("h1")).to_have_text(title)
+        expect(page.get_by_test_id(f"nav-{name}")).to_have_attribute("aria-current", "page")
+        expect(page.locator(".error-box")).to_have_count(0)
+    # Embedded: the cluster and Kafka views say why they are empty.
+    page.get_by_test_id("nav-cluster").click()
+    expect(page.get_by_test_id("cluster-embedded")).to_be_visible()
+    page.get_by_test_id("nav-kafka").click()
+    expect(page.get_by_test_id("kafka-embedded")).to_be_visible()
+    page.get_by_test_id("nav-subscriptions").click()
+    page.get_by_test_id("subs-filter_prefix").fill("views/")
+    page.get_by_test_id("subs-submit").click()
+    expect(page.get_by_test_id("subscription-table").locator("tbody tr")).to_have_count(1)
+    expect(page.get_by_test_id("subscription-table")).to_contain_text("views-subscriber")
+
+
+def test_node_limits_change_live(page: Any, dashboard: Dashboard) -> None:
+    log_in(page, dashboard)
+    page.get_by_test_id("nav-limits").click()
+    field = page.get_by_test_id("field-max_connections_per_node")
+    expect(field).not_to_have_value("")
+    field.fill("1")
+    page.get_by_test_id("limits-save").click()
+    expect(page.get_by_test_id("notice")).to_have_text("node limits applied")
+    status, body = dashboard.api("GET", "/api/v1/limits")
+    assert (status, body["node"]["max_connections_per_node"]) == (200, 1)
+    first = dashboard.client()
+    first.connect("first")
+    second = dashboard.client()
+    assert second.connect("second", expect_success=False).reason_code == 0x97  # quota exceeded
