@@ -3,9 +3,10 @@
 A field that holds no token-shaped text (three dot-separated parts) is not this
 provider's: it skips, so a chain `["jwt", "credentials"]` lets password clients in too.
 A token-shaped field must pass every check or the CONNECT is refused with 0x86 (3.x:
-return code 4), like a wrong password: it parses; its `alg` is one of `algorithms`
-(`none` never is); its signature verifies with the HS* secret or the RS*/ES*/PS* key
-(`kid` chosen from the JWKS); `exp` is in the future and `nbf` in the past (both with
+return code 4), like a wrong password: it parses (strict base64url, JSON, no `crit`
+header); its `alg` is one of `algorithms` (`none` never is); its signature verifies
+(PyJWT's algorithm, on `cryptography`) with the HS* secret or the RS*/ES*/PS* key (`kid`
+chosen from the JWKS); `exp` is in the future and `nbf` in the past (both with
 `leeway`); `iss` and `aud` are the configured ones when set; the client id claim, when
 present, is the CONNECT's client id; the client type claim, when present, is DEVICE or
 APPLICATION; the ACL claims, when present, are lists of strings. Each refusal's message
