@@ -222,6 +222,15 @@ def test_cross_origin_login_is_refused(served: tuple[InProcessBroker, str]) -> N
 def test_static_files_and_history(served: tuple[InProcessBroker, str]) -> None:
     _, url = served
     browser = Browser(url)
+    script = browser.send("GET", "/static/app.js")  # the page's own, served without login
+    assert script.status == 200 and script.body
+    assert script.headers["Content-Type"] == "text/javascript; charset=utf-8"
+    assert script.headers["Cache-Control"] == "no-cache"
+    etag = script.headers["ETag"]
+    again = browser.send("GET", "/static/app.js", headers={"If-None-Match": etag})
+    assert again.status == 304 and again.body == b""
+    style = browser.send("GET", "/static/app.css")
+    assert style.headers["Content-Type"] == "text/css; charset=utf-8"
     missing = browser.send("GET", "/static/..%2Fsession.py")
     assert missing.status == 404
     assert browser.send("GET", "/static/no-such-file.js").status == 404
