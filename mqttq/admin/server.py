@@ -281,7 +281,9 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         response = await handler(request)
     except ApiError as exc:
-        response = _error(exc.status, exc.message, exc.field, exc.headers)
+        # A 5xx blames no input, whatever the raiser named.
+        field = None if exc.status >= 500 else exc.field
+        response = _error(exc.status, exc.message, field, exc.headers)
     except QuotaError as exc:
         response = _error(400, exc.problem, exc.field)
     except CredentialExists as exc:  # before AuthStoreError: it is one
