@@ -121,6 +121,8 @@ def test_login_page_then_dashboard_then_logout(served: tuple[InProcessBroker, st
     assert '<form method="post" action="/login"' in page.text
     assert 'name="username"' in page.text and 'type="password"' in page.text
     assert 'id="login-error"' in page.text
+    assert page.headers["X-Frame-Options"] == "DENY"
+    assert page.headers["Cache-Control"] == "no-store"
     assert browser.send("GET", "/api/v1/me").status == 401  # no cookie, no token
 
     wrong = browser.log_in("alice", "wrong pw")

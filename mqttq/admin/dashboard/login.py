@@ -64,6 +64,13 @@ _CONTENT_TYPES: Final = {
     ".png": "image/png",
     ".ico": "image/x-icon",
 }
+_PAGE_HEADERS: Final = {
+    "Cache-Control": "no-store",
+    # The pages are never framed by another site (clickjacking of the buttons).
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "frame-ancestors 'none'",
+    "X-Content-Type-Options": "nosniff",
+}
 _LOGIN_PAGE: Final = """<!doctype html>
 <html lang="en"><head><meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -163,7 +170,7 @@ class Dashboard:
             text=text,
             content_type="text/html",
             charset="utf-8",
-            headers={"Cache-Control": "no-store"},
+            headers=_PAGE_HEADERS,
         )
 
     def _login_page(
@@ -176,7 +183,7 @@ class Dashboard:
             status=status,
             content_type="text/html",
             charset="utf-8",
-            headers={"Cache-Control": "no-store", **(headers or {})},
+            headers={**_PAGE_HEADERS, **(headers or {})},
         )
 
     async def static_file(self, request: web.Request) -> web.StreamResponse:
@@ -192,7 +199,12 @@ class Dashboard:
         if content_type is None:
             content_type = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
         return web.FileResponse(
-            path, headers={"Content-Type": content_type, "Cache-Control": "no-cache"}
+            path,
+            headers={
+                "Content-Type": content_type,
+                "Cache-Control": "no-cache",
+                "X-Content-Type-Options": "nosniff",
+            },
         )
 
     # --- login and logout ----------------------------------------------------------------
