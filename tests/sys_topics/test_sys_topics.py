@@ -134,10 +134,6 @@ def test_load_average_follows_mosquittos_formula() -> None:
     assert load_average(100.0, 0.0, 900.0, 60.0) < 0.001
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs dispatch.on_publish to refuse topics under $SYS/ (X35d report: the lead's edit)",
-)
 def test_clients_may_not_publish_to_sys(broker_factory: BrokerFactory, clients: Clients) -> None:
     broker = broker_factory(config=SYS_CONFIG)
     watcher = clients.connected(broker, "watcher")

@@ -63,7 +63,8 @@ def on_publish(client: Client, packet: PublishPacket) -> None:
     space = client.space
     assert identity is not None and space is not None  # set before CONNACK
     limits = client.life.hub.limits
-    if not identity.may_publish(packet.topic):
+    # `$SYS/...` is the broker's own: no client writes it (retained values included).
+    if not identity.may_publish(packet.topic) or packet.topic.startswith("$SYS/"):
         limits.count_refusal(space.name, "acl_publish")
         _refuse_publish(client, packet, ReasonCode.NOT_AUTHORIZED)
         return
