@@ -15,7 +15,7 @@ would), so the message cannot come back from another node or after a restart.
 
 from __future__ import annotations
 
-import bisect
+import heapq
 import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -206,17 +206,28 @@ class Operations:
         client id `after`. Only the page's sessions are described (and only they, when
         persistent and offline, read their stored count)."""
         sessions = self._hub.sessions
-        matching = sorted(
-            client_id
-            for client_id, session in sessions.items()
-            if (where.prefix is None or client_id.startswith(where.prefix))
-            and _matches(session, where)
-        )
-        start = 0 if after is None else bisect.bisect_right(matching, after)
-        chosen = matching[start : start + limit]
+        prefix = where.prefix
+        if where == SessionFilter(prefix=prefix):  # by client id only: no session is read
+            matching = [c for c in sessions if prefix is None or c.startswith(prefix)]
+        else:
+            tenant = where.tenant
+            connected = None if where.state is None else where.state == "connected"
+            by_client = where.user is not None or where.address is not None
+            matching = [
+                client_id
+                for client_id, session in sessions.items()
+                if (prefix is None or client_id.startswith(prefix))
+                and (connected is None or (session.client is not None) is connected)
+                and (tenant is None or session.space.name == tenant)
+                and (not by_client or _client_matches(session, where))
+            ]
+        later = matching if after is None else [c for c in matching if c > after]
+        # The page's ids only are sorted (n log limit), not every session's.
+        chosen = heapq.nsmallest(limit + 1, later)
+        more = len(chosen) > limit
+        chosen = chosen[:limit]
         items = [await self._view(sessions[client_id]) for client_id in chosen]
-        more = start + limit < len(matching)
-        return SessionPage(items, chosen[-1] if more and chosen else None, len(matching))
+        return SessionPage(items, chosen[-1] if more else None, len(matching))
 
     async def session(self, client_id: str) -> SessionDetail | None:
         """One session in detail (None: no such session)."""
@@ -427,17 +438,16 @@ class Operations:
         return view
 
 
-def _matches(session: Session, where: SessionFilter) -> bool:
-    if where.tenant is not None and session.space.name != where.tenant:
-        return False
+def _client_matches(session: Session, where: SessionFilter) -> bool:
+    """The session's connected client has the username and address `where` asks for."""
     client = session.client
-    if where.state is not None and (client is not None) != (where.state == "connected"):
+    if client is None:
         return False
     if where.user is not None:
         identity = client.identity if isinstance(client, Client) else None
         if identity is None or identity.username != where.user:
             return False
-    return where.address is None or (client is not None and client.peer.startswith(where.address))
+    return where.address is None or client.peer.startswith(where.address)
 
 
 def _view(session: Session) -> SessionView:
