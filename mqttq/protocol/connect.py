@@ -73,13 +73,12 @@ def negotiate(
     props = packet.properties
     client_id = packet.client_id
     reply = Properties()
-    if v5 and (method := props.authentication_method) is not None and (
-        method not in AUTHENTICATION_METHODS
-    ):
+    method = props.authentication_method
+    if v5 and method is not None and method not in AUTHENTICATION_METHODS:
         # The exchange of a supported method is the admission's (protocol/enhanced_auth.py).
         raise ProtocolError(
             ReasonCode.BAD_AUTHENTICATION_METHOD,
-            f"authentication method {props.authentication_method!r} not supported",
+            f"authentication method {method!r} not supported",
         )
     if not client_id:
         # 5.0 and 3.1.1 with clean session get an assigned id [MQTT-3.1.3-6]; 3.1.1
