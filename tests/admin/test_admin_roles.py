@@ -1,7 +1,7 @@
 """Roles from the route table (issue 34): a caller holding only `viewer` may make every read
 and is refused every change with 403 naming `Authorization`, before the handler runs; the
-OpenAPI document lists 403 on the admin routes and on no viewer route. The viewer is given by an extra
-authenticator appended to the server, as a browser login is."""
+OpenAPI document lists 403 on the admin routes and on no viewer route. The viewer is given
+by an extra authenticator appended to the server, as a browser login is."""
 
 from __future__ import annotations
 
