@@ -147,7 +147,16 @@ def _password_text(password: bytes | None) -> str | None:
 class Authenticator:
     """Decides CONNECTs against `store` (see the module docstring for the rules)."""
 
-    __slots__ = ("_anonymous", "_anonymous_rules", "_cache", "_key", "_pending", "chain", "store")
+    __slots__ = (
+        "_anonymous",
+        "_anonymous_rules",
+        "_cache",
+        "_key",
+        "_pending",
+        "chain",
+        "expiry_checks",
+        "store",
+    )
 
     def __init__(
         self, store: AuthStore, *, anonymous: str, anonymous_acl: tuple[AclRule, ...] = ()
@@ -169,6 +178,9 @@ class Authenticator:
         self.chain: ProviderChain | None = None
         """The providers asked for a CONNECT (`[auth] providers`, set by `mqttq serve`);
         None: the credential store alone (`mqttq.broker.connection.admission`)."""
+        self.expiry_checks: dict[str, float] = {}
+        """Client id -> when its connection is next looked at because its identity
+        expires (a token's `exp`; `mqttq.broker.connection.admission`)."""
 
     def invalidate(self, username: str | None = None) -> None:
         """Forget remembered verifications (of one user name, or all)."""

@@ -190,3 +190,20 @@ def test_an_expiring_token_disconnects_its_client_only(
     else:
         assert packets == []  # 3.1.1 has no DISCONNECT from the server: a plain close
     bystander.ping()
+
+
+def test_a_reconnect_with_a_fresh_token_is_not_cut_by_the_old_tokens_expiry(
+    broker_factory: BrokerFactory, clients: Clients
+) -> None:
+    broker = broker_factory(config=HS_CONFIG)
+    base = {"iss": ISSUER, "aud": AUDIENCE}
+    short = jwt.encode({**base, "exp": int(time.time()) + 3}, SECRET, "HS256").encode()
+    first = clients.raw(broker)
+    assert first.connect("device", password=short).reason_code == 0
+    watcher = clients.raw(broker)  # the same short token: shows when it has expired
+    assert watcher.connect("watcher", password=short).reason_code == 0
+    second = clients.raw(broker)  # takes the session over with a token valid for an hour
+    assert second.connect("device", clean=False, password=hs256()).reason_code == 0
+    first.wait_closed()  # taken over
+    assert_disconnected_with(watcher.wait_closed(), MAXIMUM_CONNECT_TIME)
+    second.ping()  # the device on its fresh token was not cut

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from mqttq.auth.authenticator import AuthRefusal, Identity
 from mqttq.auth.blocked.service import BlockedClients
@@ -89,7 +89,7 @@ async def admit(
     if admitted > 0:
         await asyncio.sleep(admitted)  # the token is ours; the wait was bounded
     if result.expires_at is not None:
-        _close_at_expiry(client, result.expires_at, loop)
+        _close_at_expiry(client, result.expires_at, loop, authenticator.expiry_checks)
     return result
 
 
@@ -156,17 +156,42 @@ def auth_request(client: Client, packet: ConnectPacket, client_id: str) -> AuthR
     )
 
 
-def _close_at_expiry(client: Client, expires_at: float, loop: asyncio.AbstractEventLoop) -> None:
-    """Close the connection when its authentication expires: 0xA0 Maximum connect time on
-    5.0, a plain close on 3.x (which has no DISCONNECT from the server). The handle keeps
-    the client until then; a client closed sooner is left alone."""
+def _close_at_expiry(
+    client: Client, expires_at: float, loop: asyncio.AbstractEventLoop, due: dict[str, float]
+) -> None:
+    """Make sure the client's connection is looked at when its authentication expires.
 
-    def expire() -> None:
-        if not client.closed:
-            logger.info("client %r: authentication expired, disconnecting", client.client_id)
-            client.kick(ReasonCode.MAXIMUM_CONNECT_TIME, "authentication expired")
+    One check per client id is pending at a time (`due`: client id -> when): a device
+    reconnecting with the same token adds nothing, and the check holds the client id, not
+    the connection. At its time the check looks at whoever is connected under that id
+    now: closed with 0xA0 Maximum connect time on 5.0 (a plain close on 3.x, which has no
+    server DISCONNECT) when its authentication has expired, looked at again at its own
+    expiry when that is later."""
+    client_id = client.client_id
+    pending = due.get(client_id)
+    if pending is not None and pending <= expires_at:
+        return  # an earlier check will look again then
+    due[client_id] = expires_at
+    hub = client.life.hub
+    # At least a second: the client is attached to its session after admission, and a
+    # check that ran before would not find it.
+    delay = max(1.0, expires_at - time.time())
 
-    loop.call_later(max(0.0, expires_at - time.time()), expire)
+    def check() -> None:
+        if due.get(client_id) == expires_at:
+            del due[client_id]
+        session = hub.sessions.get(client_id)
+        connected = None if session is None else session.client
+        identity: Identity | None = getattr(connected, "identity", None)
+        if connected is None or identity is None or identity.expires_at is None:
+            return
+        if identity.expires_at <= time.time():
+            logger.info("client %r: authentication expired, disconnecting", client_id)
+            connected.kick(ReasonCode.MAXIMUM_CONNECT_TIME, "authentication expired")
+        else:
+            _close_at_expiry(cast("Client", connected), identity.expires_at, loop, due)
+
+    loop.call_later(delay, check)
 
 
 def tenant_property(packet: ConnectPacket) -> str | None:
