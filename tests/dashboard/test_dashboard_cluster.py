@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -64,16 +65,27 @@ def retained_topics(node: Dashboard, prefix: str) -> list[str]:
     return [item["topic"] for item in body["retained"]]
 
 
+@pytest.fixture
+def two_nodes(
+    broker_factory: BrokerFactory, kafka: KafkaServer, kafka_prefix: str, redis_url: str
+) -> Iterator[tuple[Dashboard, Dashboard]]:
+    """node-1 (with an admin user `admin`) and node-2 of one cluster, both in msg.all's
+    consumer group; their MQTT clients are closed after the test."""
+    nodes = [start_node(broker_factory, kafka, kafka_prefix, redis_url, n) for n in (1, 2)]
+    try:
+        wait_group(kafka.bootstrap, kafka_prefix, 2)
+        add_admin_user(nodes[0])
+        yield nodes[0], nodes[1]
+    finally:
+        for node in nodes:
+            for client in node.clients:
+                client.close()
+
+
 def test_a_retained_message_deleted_in_the_page_is_gone_on_the_other_node(
-    page: Any,
-    broker_factory: BrokerFactory,
-    kafka: KafkaServer,
-    kafka_prefix: str,
-    redis_url: str,
+    page: Any, two_nodes: tuple[Dashboard, Dashboard]
 ) -> None:
-    node_a, node_b = (start_node(broker_factory, kafka, kafka_prefix, redis_url, n) for n in (1, 2))
-    wait_group(kafka.bootstrap, kafka_prefix, 2)
-    add_admin_user(node_a)
+    node_a, node_b = two_nodes
     publisher = node_b.client()
     publisher.connect("cluster-retainer")
     publisher.publish("dash/cluster/1", b"on every node", qos=1, retain=True)
