@@ -11,7 +11,7 @@ import threading
 from typing import Any
 
 from tests.dashboard.conftest import PASSWORD, Dashboard, DashboardFactory, log_in
-from tests.integration.wire import DISCONNECT
+from tests.integration.wire import DISCONNECT, Prop
 
 from playwright.sync_api import expect  # isort: skip (importorskip in conftest first)
 
@@ -198,10 +198,13 @@ def test_the_in_page_mqtt_client_publishes_to_a_real_subscriber(
     page.get_by_test_id("mqtt-pub-qos").select_option("1")
     page.locator("details summary").click()
     page.get_by_test_id("mqtt-pub-content-type").fill("text/plain")
+    page.get_by_test_id("mqtt-pub-user").fill("site=lab-2")
     page.get_by_test_id("mqtt-publish").click()
 
     (message,) = subscriber.receive_messages(1)
     assert (message.topic, message.payload, message.qos) == ("dash/ws/1", b"from the page", 1)
+    assert message.props.get(Prop.CONTENT_TYPE) == "text/plain"
+    assert message.props.all(Prop.USER_PROPERTY) == [("site", "lab-2")]
     # The page's own subscription got it too, and a real client's message arrives there.
     subscriber.publish("dash/ws/2", b"from a real client", qos=1)
     payloads = page.get_by_test_id("mqtt-message-payload")
