@@ -183,7 +183,10 @@ class Authenticator:
         expires (a token's `exp`; `mqttq.broker.connection.admission`)."""
 
     def invalidate(self, username: str | None = None) -> None:
-        """Forget remembered verifications (of one user name, or all)."""
+        """Forget remembered verifications (of one user name, or all), and the chain's
+        remembered x509 answers (a changed credential may be an x509 one)."""
+        if self.chain is not None:
+            self.chain.forget("x509")
         if username is None:
             self._cache.clear()
             return

@@ -99,6 +99,11 @@ def test_a_certificate_cn_matched_to_an_x509_credential(
         for outcome in ("allow", "skip")
     }
     assert decisions == {"allow": 2, "skip": 2}
+    api = AdminApi(broker.data_dir)
+    api.ok("DELETE", "/api/v1/credentials/x509-sensors")
+    gone = publish(pki, port, "sensor-17", "plant/sensor-17/t")  # was cached: forgotten
+    assert gone.returncode != 0
+    assert "not authorised" in gone.stderr.lower(), gone.stderr
 
 
 def test_an_x509_credential_never_logs_in_with_a_password(

@@ -113,6 +113,17 @@ class ProviderChain:
         """Forget every remembered answer (credentials or a provider's settings changed)."""
         self._cache.clear()
 
+    def forget(self, name: str) -> None:
+        """Forget the remembered answers of provider `name`, and let it forget what it
+        keeps itself (its `forget()`, when it has one): what it answered may have changed
+        (a credential it reads was changed or removed)."""
+        for key in [key for key in self._cache if key[0] == name]:
+            del self._cache[key]
+        provider = self.provider(name)
+        forget = getattr(provider, "forget", None)
+        if callable(forget):
+            forget()
+
     def statistics(self) -> dict[tuple[str, str], int]:
         """(provider, outcome) -> answers since start; outcomes allow, deny, skip, error."""
         return dict(self._counts)

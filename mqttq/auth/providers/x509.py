@@ -64,7 +64,12 @@ class X509Provider:
 
     async def close(self) -> None:
         """Forget the listed credentials."""
+        self.forget()
+
+    def forget(self) -> None:
+        """Read the x509 credentials again at the next CONNECT (one was changed)."""
         self._listed = []
+        self._listed_at = -float("inf")
 
     async def authenticate(self, request: AuthRequest) -> Decision:
         """Allow with the matching credential's identity; SKIP without a certificate or a
