@@ -5,13 +5,14 @@ real aiohttp service; every bad token refused as a wrong password is, and counte
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 
 import jwt
 import pytest
 
-from tests.auth.service import AuthService
+from tests.auth.service import AuthService, closed_port
 from tests.auth.tokens import claims, ec_pair, jwks_of, rsa_pair
 from tests.integration.admin_api import AdminApi, metric_value
 from tests.integration.helpers import Clients
@@ -207,3 +208,24 @@ def test_a_reconnect_with_a_fresh_token_is_not_cut_by_the_old_tokens_expiry(
     first.wait_closed()  # taken over
     assert_disconnected_with(watcher.wait_closed(), MAXIMUM_CONNECT_TIME)
     second.ping()  # the device on its fresh token was not cut
+
+
+def test_a_jwks_that_cannot_be_fetched_refuses_tokens_and_is_logged_once(
+    broker_factory: BrokerFactory, clients: Clients, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="mqttq.auth.jwt")
+    key = rsa_pair()
+    broker = broker_factory(
+        config='[auth]\nanonymous = "never"\nproviders = ["jwt"]\n'
+        f'[auth.jwt]\nalgorithms = ["RS256"]\njwks_url = "http://127.0.0.1:{closed_port()}/jwks"\n'
+    )
+    for attempt in range(3):
+        client = clients.raw(broker)
+        connack = client.connect(f"c{attempt}", password=key.sign(claims()), expect_success=False)
+        assert connack.reason_code == RC.BAD_USER_NAME_OR_PASSWORD
+        client.wait_closed()
+    lines = [r.getMessage() for r in caplog.records if r.name == "mqttq.auth.jwt"]
+    assert len(lines) == 1, lines
+    assert "cannot read the JWKS" in lines[0]
+    metrics = AdminApi(broker.data_dir).metrics()
+    assert metric_value(metrics, "mqttq_auth_decisions_total", provider="jwt", outcome="deny") == 3
