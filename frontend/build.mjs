@@ -3,7 +3,7 @@
 // CSS then ours), index.html, login.html (the template the server fills: {{error}}), and the
 // libraries' licence texts under licenses/. Nothing is fetched at run time.
 import { build } from 'esbuild';
-import { copyFileSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -21,7 +21,7 @@ await build({
   platform: 'browser',
   target: ['chrome110', 'firefox110', 'safari16'],
   minify: true,
-  legalComments: 'none',
+  legalComments: 'external',
   outfile: join(out, 'app.js'),
   logLevel: 'warning',
 });
@@ -46,4 +46,7 @@ for (const name of bundled) {
     `${name} ${pkg.version} (${pkg.license})\n\n${text}`,
   );
 }
+// The notices esbuild found in the bundled code (MQTT.js's own bundle of ieee754,
+// safe-buffer, regenerator-runtime), beside the licences.
+renameSync(join(out, 'app.js.LEGAL.txt'), join(out, 'licenses', 'bundled-notices.txt'));
 console.log(`dashboard built into ${out}`);
