@@ -223,6 +223,7 @@ def parse_settings(
     """Tables present in the file: `[listener.tls]` there turns that listener on (from the
     environment, `MQTTQ_LISTENER_TLS__ENABLED=true` does)."""
     integrations: tuple[dict[str, Any], ...] = ()
+    lake: dict[str, Any] = {}
     if toml_text is not None:
         try:
             document = tomllib.loads(toml_text)
@@ -230,6 +231,7 @@ def parse_settings(
             # The message ends with "(at line L, column C)".
             raise ConfigFileError(source, f"invalid TOML: {exc}") from None
         integrations = _integration_tables(document.pop("integration", []), source)
+        lake = _lake_table(document.pop("lake", {}), source)
         present.update(_apply_toml(document, values, source))
     for name in sorted(env):
         if name.startswith(ENV_PREFIX) and "__" in name:
@@ -275,6 +277,7 @@ def parse_settings(
         events=EventsSettings(**values["events"]),
         blocked=BlockedSettings(**values["blocked"]),
         integration=integrations,
+        lake=lake,
     )
 
 
@@ -291,6 +294,13 @@ def _integration_tables(raw: object, source: str) -> tuple[dict[str, Any], ...]:
                 f"integration[{index}]", f"must be a table, got {_describe(table)} (in {source})"
             )
     return tuple(raw)
+
+
+def _lake_table(raw: object, source: str) -> dict[str, Any]:
+    """The `[lake]` table, checked to be a table (its keys are checked by `mqttq lake`)."""
+    if not isinstance(raw, dict):
+        raise ConfigError("lake", f"must be a table [lake], got {_describe(raw)} (in {source})")
+    return raw
 
 
 def _check_together(values: dict[str, dict[str, Any]]) -> None:

@@ -416,3 +416,7 @@ class Settings:
     """The `[[integration]]` tables of the file, as given: the composition root checks
     them with `mqttq.integrations.spec.parse_integrations` at start (the integrations
     package sits above this one), naming `integration[N].<key>` on a mistake."""
+    lake: dict[str, Any] = field(default_factory=dict)
+    """The `[lake]` table as given (`[lake.schema."<filter>"]` typed columns): checked by
+    `mqttq.lake.decode.parse_typed_schemas` when `mqttq lake run` starts; the broker
+    ignores it."""
