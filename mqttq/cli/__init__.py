@@ -26,6 +26,7 @@ from mqttq.cli.cluster import cluster_app
 from mqttq.cli.credentials import credentials_app
 from mqttq.cli.errors import EXIT_CONFIG, EXIT_FAILURE, print_error
 from mqttq.cli.integration import integration_app
+from mqttq.cli.lake import lake_app
 from mqttq.cli.migrate import migrate_app
 from mqttq.cli.report import report_app
 from mqttq.cli.serve import SERVE_HELP, serve
@@ -51,6 +52,7 @@ app.add_typer(cluster_app, name="cluster")
 app.add_typer(integration_app, name="integration")
 app.add_typer(admin_user_app, name="admin-user")
 app.add_typer(blocked_app, name="blocked")
+app.add_typer(lake_app, name="lake")
 
 
 def _print_version(value: bool) -> None:

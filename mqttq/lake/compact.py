@@ -1,0 +1,94 @@
+"""`mqttq lake compact`: merge the small files of closed partitions, safe while `run` writes.
+
+Each micro-batch adds a few files to each partition it touches; after a day at a 30 s
+trigger a partition holds thousands. For every closed partition (`mqttq.lake.partitions`)
+with more than one file, compact:
+
+1. streams its files (pyarrow, batch by batch; bounded memory) into a hidden sibling
+   folder `.<name>.compact-<pid>` (readers ignore `.` names), rows in file order;
+2. under the lake lock (the one the stream's commits take): moves into the new folder any
+   file the stream added since step 1 (a late record), then swaps the folders with two
+   renames: the old one to `DIR/_trash/`, the new one into its place.
+
+A reader lists either the old files or the new ones, never both: no row is seen twice.
+Between the two renames (microseconds) the partition is absent; a reader that listed the
+old files before the swap still finds them under `_trash` for TRASH_KEEP seconds — it
+reads them at their old path only on filesystems where an open file survives the rename
+(local, HDFS); Spark's `spark.sql.files.ignoreMissingFiles` covers the rest.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from mqttq.lake.layout import MESSAGES, QUARANTINE, LakeError, read_lake_info
+from mqttq.lake.partitions import Partition, empty_trash, now_utc, partitions, to_trash
+from mqttq.lake.sink import lake_lock
+
+__all__ = ["compact_lake", "compact_partition"]
+
+
+def compact_lake(lake: Path, *, target_rows: int = 5_000_000) -> dict[str, Any]:
+    """Compact every closed partition of `lake`'s messages and quarantine holding more than
+    one file; returns `partitions`, `files_before`, `files_after`."""
+    if read_lake_info(lake) is None:
+        raise LakeError(f"{lake} is not a lake (no _lake.json); check --lake")
+    now = now_utc()
+    done = {"partitions": 0, "files_before": 0, "files_after": 0}
+    for table in (lake / MESSAGES, lake / QUARANTINE):
+        for partition in list(partitions(table)):
+            files = partition.files()
+            if not partition.closed(now) or len(files) <= 1:
+                continue
+            after = compact_partition(lake, partition, files, target_rows=target_rows)
+            done["partitions"] += 1
+            done["files_before"] += len(files)
+            done["files_after"] += after
+    empty_trash(lake)
+    return done
+
+
+def compact_partition(
+    lake: Path, partition: Partition, files: list[Path], *, target_rows: int
+) -> int:
+    """Rewrite `files` of `partition` as few files and swap them in (module docstring);
+    returns the number of files the partition holds afterwards."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.dataset as ds  # noqa: PLC0415
+    import pyarrow.parquet as pq  # noqa: PLC0415
+
+    folder = partition.path
+    fresh = folder.with_name(f".{folder.name}.compact-{os.getpid()}")
+    shutil.rmtree(fresh, ignore_errors=True)
+    fresh.mkdir()
+    schema = pa.unify_schemas([pq.read_schema(path) for path in files])
+    dataset = ds.dataset([str(p) for p in files], schema=schema, format="parquet")
+    written = 0
+    writer: pq.ParquetWriter | None = None
+    rows_in_file = 0
+    try:
+        for batch in dataset.to_batches():
+            if writer is None or rows_in_file >= target_rows:
+                if writer is not None:
+                    writer.close()
+                writer = pq.ParquetWriter(
+                    fresh / f"part-compact-{written:05d}.parquet", schema, compression="snappy"
+                )
+                written += 1
+                rows_in_file = 0
+            writer.write_batch(batch)
+            rows_in_file += batch.num_rows
+    finally:
+        if writer is not None:
+            writer.close()
+    with lake_lock(lake):
+        merged = {p.name for p in files}
+        late = [p for p in partition.files() if p.name not in merged]
+        for path in late:
+            os.replace(path, fresh / path.name)
+        to_trash(lake, folder)
+        os.replace(fresh, folder)
+    return written + len(late)

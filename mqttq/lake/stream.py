@@ -1,0 +1,361 @@
+"""`mqttq lake run`: Spark Structured Streaming from `<prefix>msg.all` into the lake.
+
+Extract: Spark's Kafka source (`spark-sql-kafka-0-10`, the version of pyspark: KAFKA_PACKAGE)
+with headers, from the earliest offset the first time, then from the checkpoint.
+Transform: `mqttq.lake.decode.decode_records`. Load: `mqttq.lake.sink` publishes each
+micro-batch exactly once across restarts (the checkpoint's offset log + idempotent
+per-batch file names), messages under `DIR/messages`, foreign records under
+`DIR/quarantine`.
+
+Each finished batch is reported to `on_batch` as a plain dict (rows, messages,
+quarantined, untyped, rate, duration, lag behind the log): the CLI prints it as a line on a
+terminal or as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from mqttq.lake.decode import TypedSchema, decode_records, message_rows, quarantine_rows
+from mqttq.lake.layout import (
+    CHECKPOINTS,
+    MESSAGES,
+    PARTITIONS_DAILY,
+    PARTITIONS_HOURLY,
+    QUARANTINE,
+    TYPED_OK_COLUMN,
+    LakeError,
+    LakeInfo,
+    read_lake_info,
+    write_lake_info,
+)
+from mqttq.lake.sink import STAGING, clear, lake_lock, publish_staged
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = [
+    "KAFKA_PACKAGE",
+    "SPARK_VERSION",
+    "RunOptions",
+    "RunTotals",
+    "infer_schema",
+    "open_lake",
+    "run_stream",
+    "stream_conf",
+]
+
+SPARK_VERSION: Final = "4.2.0"
+"""The pyspark this job is built for: Maven Central serves the Kafka connector at 4.2.0
+(not 4.3.0), and the connector must match Spark exactly."""
+KAFKA_PACKAGE: Final = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK_VERSION}"
+SCHEMA_FILE: Final = "typed_schema.json"
+"""Under `DIR/_checkpoints/`: the typed columns `--infer` chose, reused by later runs."""
+POLL_SECONDS: Final = 0.5
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What `lake run` does: where, from which Kafka topic, how often, which columns."""
+
+    lake: Path
+    bootstrap_servers: str
+    topic: str
+    trigger_seconds: float = 30.0
+    available_now: bool = False
+    hourly: bool = False
+    format: str = "parquet"
+    schemas: tuple[TypedSchema, ...] = ()
+    max_offsets_per_trigger: int | None = None
+
+
+@dataclass
+class RunTotals:
+    """Counts over the batches this run wrote."""
+
+    batches: int = 0
+    rows: int = 0
+    messages: int = 0
+    quarantined: int = 0
+    untyped: int = 0
+    by_batch: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
+def stream_conf() -> tuple[tuple[str, str], ...]:
+    """Spark settings the job needs (before the user's `--conf`): UTC dates, Parquet
+    timestamps as microseconds every reader maps to a UTC timestamp."""
+    return (
+        ("spark.sql.session.timeZone", "UTC"),
+        ("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"),
+        ("spark.sql.streaming.stopGracefullyOnShutdown", "true"),
+    )
+
+
+def open_lake(lake: Path, *, hourly: bool, fmt: str) -> LakeInfo:
+    """The lake's settings: `_lake.json` when it exists (and agrees with `hourly` and
+    `fmt`), else written now. `LakeError` when they disagree."""
+    if fmt != "parquet":
+        raise LakeError(
+            "--format delta is not available: delta-spark has not been verified with "
+            f"Spark {SPARK_VERSION} here; use --format parquet (see docs/lake.md)"
+        )
+    wanted = LakeInfo(PARTITIONS_HOURLY if hourly else PARTITIONS_DAILY, fmt)
+    found = read_lake_info(lake)
+    if found is None:
+        write_lake_info(lake, wanted)
+        return wanted
+    if found.partitioning != wanted.partitioning or found.format != wanted.format:
+        raise LakeError(
+            f"{lake} was created with partitioning {list(found.partitioning)} and format "
+            f"{found.format}; run with the same settings (--hourly, --format) or a new --lake"
+        )
+    return found
+
+
+def _kafka_reader(spark: SparkSession, options: RunOptions, *, stream: bool) -> Any:
+    source = spark.readStream if stream else spark.read
+    reader = (
+        source.format("kafka")
+        .option("kafka.bootstrap.servers", options.bootstrap_servers)
+        .option("subscribe", options.topic)
+        .option("startingOffsets", "earliest")
+        .option("includeHeaders", "true")
+        # Records gone to retention before the job read them are skipped, not fatal.
+        .option("failOnDataLoss", "false")
+    )
+    if stream and options.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(options.max_offsets_per_trigger))
+    return reader.load()
+
+
+def infer_schema(spark: SparkSession, options: RunOptions, sample: int = 10_000) -> TypedSchema:
+    """Typed columns for every topic (`#`) from the top-level scalar keys of up to `sample`
+    JSON object payloads at the start of the log (`schema_of_variant_agg`)."""
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
+    decoded = decode_records(_kafka_reader(spark, options, stream=False))
+    rows = message_rows(decoded).where(F.col("payload_text").isNotNull()).limit(sample)
+    found = rows.select(
+        F.expr("schema_of_variant_agg(try_parse_json(payload_text))").alias("s")
+    ).first()
+    text = str(found["s"]) if found is not None and found["s"] is not None else ""
+    return TypedSchema("#", tuple(_object_fields(text)))
+
+
+_SCALARS: Final = {
+    "BIGINT": "bigint",
+    "INT": "bigint",
+    "DOUBLE": "double",
+    "FLOAT": "double",
+    "STRING": "string",
+    "BOOLEAN": "boolean",
+    "DATE": "date",
+    "TIMESTAMP": "timestamp",
+}
+
+
+def _object_fields(schema: str) -> list[tuple[str, str]]:
+    """The scalar fields of a variant schema `OBJECT<a: BIGINT, b: DECIMAL(3,1), ...>`."""
+    from mqttq.lake.decode import _NAME, _RESERVED  # noqa: PLC0415
+
+    match = re.fullmatch(r"OBJECT<(.*)>", schema.strip())
+    if not match:
+        return []
+    fields: list[tuple[str, str]] = []
+    depth, start, body = 0, 0, match.group(1)
+    parts: list[str] = []
+    for index, char in enumerate(body):
+        depth += (char in "<(" and 1) or 0
+        depth -= (char in ">)" and 1) or 0
+        if char == "," and depth == 0:
+            parts.append(body[start:index])
+            start = index + 1
+    parts.append(body[start:])
+    for part in parts:
+        name, _, kind = part.strip().partition(":")
+        name, kind = name.strip().strip("`"), kind.strip().upper()
+        scalar = "double" if kind.startswith("DECIMAL") else _SCALARS.get(kind)
+        if scalar and _NAME.match(name) and name not in _RESERVED:
+            fields.append((name, scalar))
+    return fields
+
+
+def load_inferred(lake: Path) -> TypedSchema | None:
+    """The typed columns an earlier `--infer` chose for this lake, if any."""
+    path = lake / CHECKPOINTS / SCHEMA_FILE
+    try:
+        document = json.loads(path.read_text("utf-8"))
+    except FileNotFoundError:
+        return None
+    return TypedSchema(document["filter"], tuple((n, k) for n, k in document["columns"]))
+
+
+def save_inferred(lake: Path, schema: TypedSchema) -> None:
+    """Keep `schema` for later runs (a lake's columns do not change on restart)."""
+    path = lake / CHECKPOINTS / SCHEMA_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        json.dumps({"filter": schema.topic_filter, "columns": list(schema.columns)}), "utf-8"
+    )
+
+
+class _BatchWriter:
+    """The foreachBatch function: decode, stage, publish (see mqttq.lake.sink)."""
+
+    def __init__(self, options: RunOptions, info: LakeInfo, totals: RunTotals) -> None:
+        self.options = options
+        self.info = info
+        self.totals = totals
+        self.lock = threading.Lock()
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        from pyspark.sql import functions as F  # noqa: PLC0415
+
+        started = time.monotonic()
+        lake = self.options.lake
+        hourly = self.info.hourly
+        decoded = decode_records(batch, hourly=hourly, schemas=self.options.schemas).persist()
+        try:
+            typed = TYPED_OK_COLUMN in decoded.columns
+            counts = decoded.agg(
+                F.count(F.lit(1)).alias("rows"),
+                F.count("reason").alias("quarantined"),
+                (F.count_if(~F.col(TYPED_OK_COLUMN)) if typed else F.lit(0)).alias("untyped"),
+            ).first()
+            rows = int(counts["rows"]) if counts else 0
+            quarantined = int(counts["quarantined"]) if counts else 0
+            untyped = int(counts["untyped"] or 0) if counts else 0
+            staging = lake / STAGING / f"{batch_id:012d}"
+            clear(staging)
+            parallelism = max(1, batch.sparkSession.sparkContext.defaultParallelism)
+            if rows > quarantined:
+                (
+                    message_rows(decoded, hourly=hourly)
+                    .coalesce(parallelism)
+                    .write.partitionBy(*self.info.partitioning)
+                    .parquet(str(staging / MESSAGES))
+                )
+            if quarantined:
+                (
+                    quarantine_rows(decoded)
+                    .coalesce(1)
+                    .write.partitionBy("date")
+                    .parquet(str(staging / QUARANTINE))
+                )
+            with lake_lock(lake):
+                files = publish_staged(staging / MESSAGES, lake / MESSAGES, batch_id)
+                files += publish_staged(staging / QUARANTINE, lake / QUARANTINE, batch_id)
+            clear(staging)
+        finally:
+            decoded.unpersist()
+        report = {
+            "rows": rows,
+            "messages": rows - quarantined,
+            "quarantined": quarantined,
+            "untyped": untyped,
+            "files": files,
+            "write_seconds": round(time.monotonic() - started, 3),
+        }
+        with self.lock:
+            totals = self.totals
+            totals.by_batch[batch_id] = report
+            totals.batches += 1
+            totals.rows += rows
+            totals.messages += rows - quarantined
+            totals.quarantined += quarantined
+            totals.untyped += untyped
+
+
+def _lag(progress: dict[str, Any]) -> int | None:
+    """Records the log holds beyond this batch's end, over every partition."""
+    lag = 0
+    for source in progress.get("sources") or ():
+        try:
+            latest = _offsets(source.get("latestOffset"))
+            end = _offsets(source.get("endOffset"))
+        except ValueError:
+            return None
+        for topic, partitions in latest.items():
+            for partition, offset in partitions.items():
+                lag += max(0, int(offset) - int(end.get(topic, {}).get(partition, 0)))
+    return lag
+
+
+def _offsets(raw: object) -> dict[str, dict[str, int]]:
+    if raw is None:
+        return {}
+    value = json.loads(raw) if isinstance(raw, str) else raw
+    if not isinstance(value, dict):
+        raise ValueError("offsets")
+    return value
+
+
+def run_stream(
+    spark: SparkSession,
+    options: RunOptions,
+    info: LakeInfo,
+    on_batch: Callable[[dict[str, Any]], None],
+    stop: threading.Event,
+) -> RunTotals:
+    """Run the stream until it ends (`available_now`: the log as it is now is written) or
+    `stop` is set; report each batch to `on_batch`. Raises what the query failed with."""
+    totals = RunTotals()
+    writer = _BatchWriter(options, info, totals)
+    records = _kafka_reader(spark, options, stream=True)
+    stream = (
+        records.writeStream.foreachBatch(writer)
+        .option("checkpointLocation", str(options.lake / CHECKPOINTS / MESSAGES))
+        .queryName("mqttq_lake")
+    )
+    if options.available_now:
+        stream = stream.trigger(availableNow=True)
+    else:
+        stream = stream.trigger(processingTime=f"{options.trigger_seconds} seconds")
+    query = stream.start()
+    reported: set[int] = set()
+    try:
+        while query.isActive and not stop.is_set():
+            query.awaitTermination(POLL_SECONDS)
+            _report(query.recentProgress, totals, reported, on_batch)
+    finally:
+        if query.isActive:
+            query.stop()
+    _report(query.recentProgress, totals, reported, on_batch)
+    failure = query.exception()
+    if failure is not None:
+        raise failure
+    return totals
+
+
+def _report(
+    progresses: list[Any],
+    totals: RunTotals,
+    reported: set[int],
+    on_batch: Callable[[dict[str, Any]], None],
+) -> None:
+    for progress in progresses:
+        raw = progress if isinstance(progress, dict) else json.loads(progress.json)
+        batch_id = int(raw.get("batchId", -1))
+        written = totals.by_batch.get(batch_id)
+        if batch_id in reported or written is None:
+            continue
+        reported.add(batch_id)
+        duration = (raw.get("durationMs") or {}).get("triggerExecution")
+        on_batch(
+            {
+                "event": "batch",
+                "batch": batch_id,
+                **written,
+                "input_rate": round(float(raw.get("inputRowsPerSecond") or 0.0), 1),
+                "processed_rate": round(float(raw.get("processedRowsPerSecond") or 0.0), 1),
+                "batch_seconds": round(duration / 1000, 3) if duration is not None else None,
+                "lag": _lag(raw),
+            }
+        )
