@@ -43,10 +43,10 @@ async def start_dashboard(
     from mqttq.broker.sampler import sampler_for  # noqa: PLC0415
     from mqttq.cli.admin_user import admin_user_store  # noqa: PLC0415
 
-    users: AdminUserStore | None = admin_user_store(settings)
-    assert users is not None
+    store = admin_user_store(settings)
+    users: AdminUserStore | None = store
     try:
-        await users.open()
+        await store.open()
     except AuthStoreError as exc:
         log.warning("dashboard login off: cannot open the admin users: %s", exc)
         users = None
