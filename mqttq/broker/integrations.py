@@ -25,7 +25,7 @@ import json
 import time
 from collections import deque
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from mqttq.codec.enums import SESSION_EXPIRY_NEVER
 from mqttq.codec.packets import SubscribePacket, SubscriptionRequest
@@ -44,6 +44,16 @@ if TYPE_CHECKING:
 __all__ = ["BrokerIntegrations", "SessionBacklog", "dead_letter_topic", "session_id"]
 
 DEAD_LETTER_PREFIX: Final = "$integrations/"
+
+
+@runtime_checkable
+class PiecewiseQueueReader(Protocol):
+    """A store that reads a queue in pieces (the SQLite store)."""
+
+    async def fetch_after(self, client_id: str, after: int, limit: int) -> list[QueuedMessage]:
+        """At most `limit` entries with a serial above `after`, in serial order, expired
+        ones included."""
+        ...
 
 
 def session_id(name: str) -> str:
@@ -83,7 +93,7 @@ class SessionBacklog:
         self._taken: dict[int, QueuedMessage] = {}
         """seq (serial) -> entry taken and not settled."""
         self._held: set[int] = set()
-        """The serials in `_waiting` and `_taken`."""
+        """The serials in `_waiting` and `_taken`, and those being removed."""
         self._last_serial = 0
         """The newest serial held or handled."""
         self._read_upto = 0
@@ -99,6 +109,8 @@ class SessionBacklog:
         self._behind = False
         """Entries were stored that are not held: read storage again when empty."""
         self._arrived = asyncio.Event()
+        self._removing: asyncio.Future[None] | None = None
+        """The removal of the last batch settled, while it commits."""
 
     async def open(self) -> None:
         """Hear of each new entry, and read what the session holds."""
@@ -109,6 +121,7 @@ class SessionBacklog:
     def close(self) -> None:
         self.session.feed = None
         self._arrived.set()
+        # A removal under way commits on its own (the store finishes what it was given).
 
     def _stored(self, entry: QueuedMessage) -> None:
         serial = entry.serial
@@ -120,7 +133,7 @@ class SessionBacklog:
             # returns: kept aside, merged by serial once the read is in.
             self._arrivals.append(entry)
             return
-        if self._behind or len(self._held) >= self._limit:
+        if self._behind or len(self._waiting) + len(self._taken) >= self._limit:
             # It waits in storage: read by the next refill.
             self._behind = True
             self._arrived.set()
@@ -135,22 +148,41 @@ class SessionBacklog:
 
     async def _refill(self) -> None:
         """Read the stored entries not held, in serial order, while there is room; the feed
-        only sets aside what arrives meanwhile, so none is skipped."""
+        only sets aside what arrives meanwhile, so none is skipped.
+
+        The queue in storage is what is held (taken, waiting, being removed) and what is
+        not yet: its first `room + held` entries hold every one there is room for, so a
+        store that reads a queue in pieces (`fetch_after`) reads that many, not a long
+        backlog whole at each refill."""
         self._behind = False
         self._refilling = True
+        room = self._limit - len(self._waiting) - len(self._taken)
+        storage = self.broker.storage
+        client_id = self.session.client_id
         try:
-            stored = await self.broker.storage.fetch(self.session.client_id, time.time())
+            if isinstance(storage, PiecewiseQueueReader):
+                wanted = room + len(self._held)
+                stored = await storage.fetch_after(client_id, 0, wanted)
+                whole = len(stored) < wanted
+            else:
+                stored = await storage.fetch(client_id, time.time())
+                whole = True
         finally:
             self._refilling = False
             arrivals, self._arrivals = self._arrivals, []
         newest_read = stored[-1].serial if stored else 0
-        # Every entry is in what the read returned or was fed while it ran (or both): the
-        # feed hears of an entry only after its commit, and the read began before.
+        # Every entry is in what a whole read returned or was fed while it ran (or both):
+        # the feed hears of an entry only after its commit, and the read began before. A
+        # piece read leaves entries after it in storage: what arrived then waits there too
+        # (taken now, it would pass older entries of its publisher).
         if arrivals:
-            stored = [*stored, *(e for e in arrivals if e.serial > newest_read)]
+            if whole:
+                stored = [*stored, *(e for e in arrivals if e.serial > newest_read)]
+            else:
+                self._behind = True
         self._read_upto = max(self._read_upto, newest_read)
         held = self._held
-        room = self._limit - len(held)
+        room = self._limit - len(self._waiting) - len(self._taken)
         for entry in stored:
             serial = entry.serial
             if serial in held:
@@ -162,6 +194,8 @@ class SessionBacklog:
                 self._dropped += serial - self._last_serial - 1
             self._hold(entry)
             room -= 1
+        if not whole:
+            self._behind = True
         if not self._behind and self._opened and self._newest > self._last_serial:
             # Announced before this read began, and not in storage any more: gone.
             self._dropped += self._newest - self._last_serial
@@ -206,9 +240,17 @@ class SessionBacklog:
                 return batch
 
     async def settle(self, batch: Sequence[Delivery]) -> None:
+        """Remove `batch` from storage without waiting for that commit: the worker takes
+        and sends the next batch meanwhile (a crash before it commits delivers the batch
+        again: at least once). At most one removal is under way; the previous one is
+        awaited here, so its failure surfaces in this call."""
         taken = self._taken
         entries = [taken.pop(delivery.seq) for delivery in batch if delivery.seq in taken]
-        await self._remove(entries)
+        previous, self._removing = self._removing, None
+        if previous is not None:
+            await previous
+        if entries:
+            self._removing = asyncio.ensure_future(self._remove(entries))
 
     def give_back(self) -> None:
         """What was taken and not settled goes back to the front (sent again)."""
@@ -217,7 +259,7 @@ class SessionBacklog:
 
     def lag(self) -> int:
         """Held in memory, and stored behind them."""
-        return len(self._held) + self._newest - self._last_serial
+        return len(self._waiting) + len(self._taken) + self._newest - self._last_serial
 
     def dropped(self) -> int:
         return self._dropped

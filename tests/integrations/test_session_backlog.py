@@ -60,6 +60,7 @@ async def delivered(backlog: SessionBacklog, count: int) -> list[Delivery]:
         batch: Sequence[Delivery] = await asyncio.wait_for(backlog.take(10, 0), 10)
         await backlog.settle(batch)
         out.extend(batch)
+    await backlog.settle([])  # the last batch's removal committed
     return out
 
 
@@ -148,3 +149,53 @@ def test_the_queue_mirror_keeps_an_integration_queue_past_the_default_limit() ->
     others = [("device", m) for _c, m in items]
     mirror.enqueued(others, entries)
     assert mirror.take("device", time.time()) is None
+
+
+def test_a_queue_in_the_file_is_read_in_pieces_from_where_asked(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        path = tmp_path / "mqttq.sqlite3"
+        storage = SqliteStorage(path, commit_interval=0.001)
+        await storage.open()
+        for call in range(4):  # several runs
+            await stored(storage, *(message(f"t/{call}/{i}", "a") for i in range(50)))
+        gone = await storage.fetch_after(session_id(NAME), 0, 3)
+        await storage.remove_many([(session_id(NAME), e.packet_id) for e in gone])
+        await storage.close()
+        # Reopened over queued entries: the queue is not mirrored, it is read from the file.
+        storage = SqliteStorage(path, commit_interval=0.001)
+        await storage.open()
+        try:
+            first = await storage.fetch_after(session_id(NAME), 0, 10)
+            assert [e.serial for e in first] == list(range(4, 14))
+            assert first[0].message.topic == "t/0/3"
+            middle = await storage.fetch_after(session_id(NAME), 120, 1000)
+            assert [e.serial for e in middle] == list(range(121, 201))
+            assert middle[-1].message.topic == "t/3/49"
+            assert await storage.fetch_after(session_id(NAME), 200, 10) == []
+        finally:
+            await storage.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_backlog_left_in_the_file_drains_whole_and_in_order(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        path = tmp_path / "mqttq.sqlite3"
+        storage = SqliteStorage(path, commit_interval=0.001)
+        await storage.open()
+        topics = [f"t/{i}" for i in range(300)]
+        for start in range(0, 300, 100):
+            await stored(storage, *(message(t, "a") for t in topics[start : start + 100]))
+        await storage.close()
+        storage, _session, backlog = await opened(tmp_path, max_in_flight=25)
+        try:
+            got = await delivered(backlog, 300)
+            assert [d.topic for d in got] == topics
+            assert backlog.dropped() == 0
+            assert backlog.lag() == 0
+            assert await storage.fetch(session_id(NAME), time.time()) == []
+        finally:
+            backlog.close()
+            await storage.close()
+
+    asyncio.run(scenario())

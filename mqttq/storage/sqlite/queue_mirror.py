@@ -146,6 +146,21 @@ class QueueMirror:
             entries = list(queue.values())
         return entries, bool(expired)
 
+    def entries_after(self, client_id: str, after: int, limit: int) -> list[QueuedMessage] | None:
+        """At most `limit` of the client's entries with a serial above `after`, in serial
+        order, expired ones included, the mirror unchanged; None when the client is not
+        mirrored."""
+        queue = self._queues.get(client_id)
+        if queue is None:
+            return [] if self._everyone else None
+        found: list[QueuedMessage] = []
+        for entry in queue.values():
+            if entry.serial > after:
+                found.append(entry)
+                if len(found) >= limit:
+                    break
+        return found
+
     def _drop(self, client_id: str) -> None:
         queue = self._queues.pop(client_id, None)
         if queue is not None:

@@ -100,6 +100,7 @@ class SqliteStorage:
         self._policy = queue_full_policy
         # Touched only on the writer thread; dropped whenever a job or commit rolls back.
         self._runs = QueueIndex(index_limit, run_limit)
+        self._run_limit = run_limit
         self._reader = SqliteReader(Path(path))
         self._fetches: list[
             tuple[str, float, asyncio.Future[tuple[list[QueuedMessage], bool]]]
@@ -244,6 +245,40 @@ class SqliteStorage:
             with self._mirroring((client_id,)):
                 await self._writer.submit(lambda conn: self._delete_expired(conn, client_id, now))
         return entries
+
+    async def fetch_after(self, client_id: str, after: int, limit: int) -> list[QueuedMessage]:
+        """At most `limit` entries of the client's queue with a serial above `after`, in
+        serial order, expired ones included (the caller drops and removes them): a reader
+        that keeps its place (an integration's backlog) reads a long queue once, in
+        pieces, not whole at each step. From the queue mirror when it holds the client,
+        else from the runs at or after `after` on the reader's connection."""
+        self._writer.check_open()
+        mirrored = self._mirror.entries_after(client_id, after, limit)
+        if mirrored is not None:
+            return mirrored
+        return await self._reader.run(lambda conn: self._fetch_after(conn, client_id, after, limit))
+
+    def _fetch_after(
+        self, conn: sqlite3.Connection, client_id: str, after: int, limit: int
+    ) -> list[QueuedMessage]:
+        """Reader thread: see `fetch_after`. A run holds at most `run_limit` serials, so
+        the one holding `after + 1` starts above `after - run_limit`."""
+        runs: list[tuple[int, list[Any]]] = []
+        count = 0
+        for first, text in conn.execute(_SELECT_RUNS_FROM, (client_id, after - self._run_limit)):
+            run = json.loads(text)
+            if first + len(run) <= after + 1:
+                continue
+            runs.append((first, run))
+            count += sum(1 for entry in run if entry is not None)
+            if count >= limit + self._run_limit:
+                break
+        bodies = self._bodies.read(conn, body_ids(runs))
+        entries, _expired, unreadable = live_entries(runs, bodies, float("-inf"))
+        if unreadable:
+            _log.error("skipping unreadable queue entries of %s: serials %s", client_id, unreadable)
+        found = [entry for entry in entries if entry.serial > after]
+        return found[:limit]
 
     def _read_fetches(self) -> None:
         """The fetches of one loop iteration (a burst of reconnects), read in one job of
@@ -393,6 +428,10 @@ class SqliteStorage:
         conn.execute("DELETE FROM counters WHERE client_id = ?", (client_id,))
 
 
+_SELECT_RUNS_FROM = (
+    "SELECT first_serial, entries FROM runs WHERE client_id = ? AND first_serial > ?"
+    " ORDER BY first_serial"
+)
 _SAVE_SESSION = (
     "INSERT OR REPLACE INTO sessions (client_id, protocol_level, session_expiry_interval,"
     " disconnected_at, client_type, subscriptions, tenant, will, awaiting_pubrel)"
