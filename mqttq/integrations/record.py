@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Mapping
+import json
+import json.encoder
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
@@ -113,6 +115,38 @@ def envelope(delivery: Delivery, *, payload_encoding: str = "auto") -> dict[str,
     if delivery.extra:
         body.update(delivery.extra)
     return body
+
+
+def _compact_encoder() -> Callable[[object], str]:
+    """`json.dumps(value, ensure_ascii=False, separators=(",", ":"))` for envelopes, as
+    one C encoder made once: `json.dumps` with arguments builds a `JSONEncoder` and its C
+    encoder at every call, which for one envelope costs several times the encoding. Without
+    the C accelerator (another Python), `json.dumps` itself."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return lambda value: json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    # (markers, default, encoder, indent, key_separator, item_separator, sort_keys,
+    # skipkeys, allow_nan): no circular-reference markers (an envelope is a tree).
+    encode = make(
+        None,
+        json.JSONEncoder().default,
+        json.encoder.encode_basestring,
+        None,
+        ":",
+        ",",
+        False,
+        False,
+        True,
+    )
+    return lambda value: "".join(encode(value, 0))
+
+
+_COMPACT: Final = _compact_encoder()
+
+
+def envelope_json(value: object) -> bytes:
+    """`value` (an envelope, a list of them) as compact UTF-8 JSON, non-ASCII kept."""
+    return _COMPACT(value).encode("utf-8")
 
 
 def payload_from_envelope(body: Mapping[str, Any]) -> bytes:

@@ -24,7 +24,6 @@ values as "***", and every reason a request fails with has the expanded secrets 
 from __future__ import annotations
 
 import base64
-import json
 import re
 import ssl
 import time
@@ -37,7 +36,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsp
 import aiohttp
 
 from mqttq.errors import ConfigError
-from mqttq.integrations.record import Delivery, envelope
+from mqttq.integrations.record import Delivery, envelope, envelope_json
 from mqttq.integrations.secrets import ENV_REFERENCE, expand_env, mentions_env
 from mqttq.integrations.sink import Rejected, SinkRejected, SinkUnavailable
 
@@ -447,8 +446,7 @@ def _int(
     return value
 
 
-def _json(value: object) -> bytes:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+_json = envelope_json
 
 
 def _one_line(text: str) -> str:

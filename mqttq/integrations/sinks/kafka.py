@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import json
 import logging
 import re
 import string
@@ -33,7 +32,7 @@ from typing import Any, ClassVar, Final
 import confluent_kafka
 
 from mqttq.errors import ConfigError
-from mqttq.integrations.record import ENVELOPE_FIELDS, Delivery, envelope
+from mqttq.integrations.record import ENVELOPE_FIELDS, Delivery, envelope, envelope_json
 from mqttq.integrations.secrets import expand_env
 from mqttq.integrations.sink import Rejected, SinkRejected, SinkUnavailable
 
@@ -106,6 +105,12 @@ class _Template:
             if spec or conversion:
                 raise ConfigError(where, f"field {{{name}}} takes no format spec or conversion")
             self._parts.append(_field_getter(name, where))
+        self.constant: str | None = (
+            "".join(p for p in self._parts if isinstance(p, str))
+            if all(isinstance(p, str) for p in self._parts)
+            else None
+        )
+        """The topic of every delivery when the template names no field."""
 
     def render(self, delivery: Delivery) -> str:
         """The template with each field replaced by the delivery's value ("" when absent)."""
@@ -340,17 +345,23 @@ class _Pending:
     count is shared between them under a lock.
     """
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, size: int) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, size: int, *, where_written: bool = False
+    ) -> None:
+        """`where_written`: note each record's topic, partition and offset (a probe's
+        answer); else a record written leaves its outcome None (one report per record:
+        the poll thread does no more than count it)."""
         self.outcomes: list[_Outcome | None] = [None] * size
         self.done: asyncio.Future[None] = loop.create_future()
         self._loop = loop
         self._lock = threading.Lock()
         self._left = size + 1  # + 1 until every record of the batch was handed over
+        self._where_written = where_written
 
     def report(self, index: int, error: Any, message: Any) -> None:
         if error is not None:
             self.outcomes[index] = _Outcome(error)
-        else:
+        elif self._where_written:
             self.outcomes[index] = _Outcome(
                 None, message.topic(), message.partition(), message.offset()
             )
@@ -390,6 +401,8 @@ class KafkaSink:
         self._fatal: str | None = None
         self._secrets: tuple[str, ...] = ()
         self._integration = name.encode()
+        self._valid_topics: set[str] = set()
+        """Topic names checked valid lately (`_valid_topic`)."""
 
     async def open(self) -> None:
         """Create the producer (it connects in the background: a cluster that is down shows
@@ -476,13 +489,13 @@ class KafkaSink:
         """Produce `batch` in order and wait for every delivery report; the records refused
         for good come back as `Rejected`. Raises `SinkUnavailable` when any record was not
         confirmed for a transient reason (the whole batch is then sent again)."""
-        rejected, _ = await self._deliver(batch)
+        rejected, _ = await self._deliver(batch, where_written=False)
         return rejected
 
     async def probe(self, sample: Delivery) -> str:
         """Produce `sample` and say where Kafka wrote it: `kafka: written to
         <topic>[<partition>]@<offset> (acks=all)`."""
-        rejected, outcomes = await self._deliver([sample])
+        rejected, outcomes = await self._deliver([sample], where_written=True)
         if rejected:
             raise SinkRejected(rejected[0].reason)
         written = outcomes[0]
@@ -491,19 +504,26 @@ class KafkaSink:
             f"(acks={self.settings.acks})"
         )
 
-    async def _deliver(self, batch: Sequence[Delivery]) -> tuple[list[Rejected], list[_Outcome]]:
+    async def _deliver(
+        self, batch: Sequence[Delivery], *, where_written: bool
+    ) -> tuple[list[Rejected], list[_Outcome]]:
         await self.open()
         producer = self._producer
         assert producer is not None
         settings = self.settings
-        pending = _Pending(asyncio.get_running_loop(), len(batch))
+        pending = _Pending(asyncio.get_running_loop(), len(batch), where_written=where_written)
         refused: dict[int, str] = {}
         transient: str | None = None
         skipped = 0
-        topics = [self._template.render(delivery) for delivery in batch]
+        constant = self._template.constant
+        if constant is not None:
+            topics = [constant] * len(batch)
+        else:
+            topics = [self._template.render(delivery) for delivery in batch]
+        valid = self._valid_topics
         for index, delivery in enumerate(batch):
             topic = topics[index]
-            if not _KAFKA_TOPIC.fullmatch(topic) or topic in (".", ".."):
+            if topic not in valid and not _valid_topic(topic, valid):
                 refused[index] = (
                     f"kafka: {topic!r} is not a valid topic name (letters, digits, '.', '_', "
                     "'-', at most 249)"
@@ -543,15 +563,15 @@ class KafkaSink:
                     await asyncio.shield(pending.done)
             except TimeoutError:
                 transient = f"kafka: no delivery report within {settings.timeout_ms} ms"
-        outcomes: list[_Outcome] = []
+        written = _Outcome(None)
+        outcomes = [written if reported is None else reported for reported in pending.outcomes]
         for index, reported in enumerate(pending.outcomes):
-            outcome = _Outcome(None) if reported is None else reported
-            if outcome.error is not None:
-                if outcome.error.code() in _PERMANENT:
-                    refused[index] = _reason(topics[index], outcome.error)
-                elif transient is None:
-                    transient = _reason(topics[index], outcome.error)
-            outcomes.append(outcome)
+            if reported is None or reported.error is None:
+                continue
+            if reported.error.code() in _PERMANENT:
+                refused[index] = _reason(topics[index], reported.error)
+            elif transient is None:
+                transient = _reason(topics[index], reported.error)
         if self._fatal is not None:
             transient = self._fatal
             await self._discard()  # a fenced idempotent producer: the next send opens anew
@@ -606,6 +626,21 @@ class KafkaSink:
         await self._discard()
 
 
+_VALID_TOPICS_KEPT: Final = 4096
+"""Valid topic names remembered per sink, at most (forgotten all at once past that)."""
+
+
+def _valid_topic(topic: str, valid: set[str]) -> bool:
+    """Whether `topic` is a name Kafka takes; a valid one is added to `valid` (a template
+    naming no field, or a few, renders the same names again and again)."""
+    if not _KAFKA_TOPIC.fullmatch(topic) or topic in (".", ".."):
+        return False
+    if len(valid) >= _VALID_TOPICS_KEPT:
+        valid.clear()
+    valid.add(topic)
+    return True
+
+
 def _poll(producer: confluent_kafka.Producer, closing: threading.Event) -> None:
     # Delivery reports and error callbacks are served here, never on the event loop.
     while not closing.is_set():
@@ -640,8 +675,7 @@ def _level_key(index: int, delivery: Delivery) -> bytes:
     return delivery.topic_level(index).encode()
 
 
-def _json(body: Mapping[str, Any]) -> bytes:
-    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+_json = envelope_json
 
 
 def _reason(topic: str, error: Any) -> str:
