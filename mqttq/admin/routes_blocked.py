@@ -82,7 +82,7 @@ async def delete_blocked(call: Call) -> web.StreamResponse:
         removed = await blocked.remove(entry_id)
     except BlockedStoreError as exc:
         return unavailable(f"blocked-client store failed: {exc}")
-    if removed is None:
+    if not removed:
         raise ApiError(404, f"no blocked-client entry {entry_id!r}", "id")
     return web.Response(status=204)
 

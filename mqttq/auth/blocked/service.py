@@ -150,12 +150,11 @@ class BlockedClients:
         self._apply(entry)
         return entry
 
-    async def remove(self, entry_id: str) -> BlockedClient | None:
-        """Remove the entry with this id; it, or None when there was none."""
-        entry = self.blocks.get(entry_id)
+    async def remove(self, entry_id: str) -> bool:
+        """Remove the entry with this id (from the store and from memory); False when
+        neither had it."""
         removed = await self.store.delete(entry_id)
-        self.blocks.remove(entry_id)
-        return entry if removed or entry is not None else None
+        return self.blocks.remove(entry_id) is not None or removed
 
     async def purge(self) -> int:
         """Drop expired entries from memory and from the store; how many."""
