@@ -1,5 +1,6 @@
 """The dashboard on a two-node distributed cluster (real Kafka and Redis, `mqttq serve`
-processes): a retained message deleted in node A's page is gone on node B too."""
+processes): a retained message deleted in node A's page is gone on node B too, and node
+A's page shows both nodes (cluster view, charts per node and summed) and Kafka."""
 
 from __future__ import annotations
 
@@ -83,7 +84,7 @@ def two_nodes(
 
 
 def test_a_retained_message_deleted_in_the_page_is_gone_on_the_other_node(
-    page: Any, two_nodes: tuple[Dashboard, Dashboard]
+    page: Any, two_nodes: tuple[Dashboard, Dashboard], kafka_prefix: str
 ) -> None:
     node_a, node_b = two_nodes
     publisher = node_b.client()
@@ -114,3 +115,17 @@ def test_a_retained_message_deleted_in_the_page_is_gone_on_the_other_node(
     subscriber.connect("late-subscriber")
     subscriber.subscribe(("dash/cluster/#", 1))
     subscriber.expect_silence()
+
+    # The same page shows the whole cluster: both nodes, per node and summed, and Kafka.
+    page.get_by_test_id("nav-cluster").click()
+    expect(page.get_by_test_id("node-row-node-1")).to_contain_text("alive")
+    expect(page.get_by_test_id("node-row-node-2")).to_contain_text("alive")
+    page.get_by_test_id("nav-overview").click()
+    expect(page.get_by_test_id("stat-mode-value")).to_have_text("distributed")
+    scope = page.get_by_test_id("scope")
+    expect(scope.locator("option")).to_have_text(["Whole cluster", "node node-1", "node node-2"])
+    scope.select_option("node-2")
+    expect(page.get_by_test_id("chart-connections")).to_be_visible()
+    page.get_by_test_id("nav-kafka").click()
+    expect(page.get_by_test_id("kafka-topics")).to_contain_text(f"{kafka_prefix}msg.all")
+    expect(page.get_by_test_id("kafka-groups")).to_contain_text(f"{kafka_prefix}msg.all")
