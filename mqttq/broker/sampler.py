@@ -298,7 +298,12 @@ class Sampler:
             now = self.clock()
             next_step = (math.floor(now / self.interval) + 1) * self.interval
             await asyncio.sleep(max(0.0, next_step - now))
-            row = self.sample_now()
+            try:
+                row = self.sample_now()
+            except Exception:
+                # A bug in reading some counter must not end the history for good.
+                log.exception("dashboard sampler: a sample failed")
+                continue
             if self.shared is not None:
                 await self._share(row)
 
