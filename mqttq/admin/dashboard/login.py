@@ -10,6 +10,7 @@ token in `X-CSRF-Token`, and a viewer may change nothing.
 
 from __future__ import annotations
 
+import asyncio
 import html
 import json
 import math
@@ -50,6 +51,9 @@ SESSION_KEY: Final = web.RequestKey("mqttq.dashboard_session", AdminSession)
 SAFE_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
 WRONG_LOGIN: Final = "wrong user name or password"
 MAX_LOGIN_BODY: Final = 8_192
+MAX_CONCURRENT_LOGINS: Final = 2
+"""Password checks (scrypt, ~50 ms of CPU and 16 MiB each) run at once at most; more logins
+wait, so a flood of logins cannot take every worker thread the broker's stores use."""
 
 _CONTENT_TYPES: Final = {
     ".js": "text/javascript; charset=utf-8",
@@ -115,6 +119,7 @@ class Dashboard:
         self.tls = tls
         self.static_dir = static_dir
         self.clock = clock
+        self._hashing = asyncio.Semaphore(MAX_CONCURRENT_LOGINS)
         self.sampler: Sampler | None = None
 
     def configure(
@@ -232,7 +237,8 @@ class Dashboard:
             )
         user = None
         if self.users is not None and username and password:
-            user = await authenticate_admin(self.users, username, password)
+            async with self._hashing:
+                user = await authenticate_admin(self.users, username, password)
         if user is None:
             self.limiter.failed(keys, self.clock())
             return self._login_page(WRONG_LOGIN, 401)
