@@ -305,10 +305,16 @@ def test_every_view_opens_without_an_error(page: Any, dashboard: Dashboard) -> N
     page.get_by_test_id("nav-kafka").click()
     expect(page.get_by_test_id("kafka-embedded")).to_be_visible()
     page.get_by_test_id("nav-subscriptions").click()
-    page.get_by_test_id("subs-filter_prefix").fill("views/")
+    page.get_by_test_id("subs-filter").fill("views/")
     page.get_by_test_id("subs-submit").click()
     expect(page.get_by_test_id("subscription-table").locator("tbody tr")).to_have_count(1)
     expect(page.get_by_test_id("subscription-table")).to_contain_text("views-subscriber")
+    page.get_by_test_id("subs-match").select_option("exact")
+    page.get_by_test_id("subs-submit").click()
+    expect(page.get_by_test_id("subscription-table").locator("tbody tr")).to_have_count(0)
+    page.get_by_test_id("subs-filter").fill("views/#")
+    page.get_by_test_id("subs-submit").click()
+    expect(page.get_by_test_id("subscription-table").locator("tbody tr")).to_have_count(1)
 
 
 def test_node_limits_change_live(page: Any, dashboard: Dashboard) -> None:

@@ -3,12 +3,17 @@ import { useState } from 'preact/hooks';
 import { get, query } from '../api.js';
 import { ErrorBox, html, useLoad } from '../ui.js';
 
-const EMPTY = { filter_prefix: '', tenant: '', client_id: '' };
+const EMPTY = { filter: '', match: 'prefix', tenant: '', client_id: '' };
+
+/** The API's parameters: the filter as `filter_prefix` or, matched exactly, `topic_filter`. */
+function params({ filter, match, ...rest }) {
+  return { ...rest, [match === 'exact' ? 'topic_filter' : 'filter_prefix']: filter };
+}
 
 export function Subscriptions() {
   const [draft, setDraft] = useState(EMPTY);
   const [filters, setFilters] = useState(EMPTY);
-  const list = useLoad(() => get(`/api/v1/subscriptions${query({ ...filters, limit: 500 })}`), [filters]);
+  const list = useLoad(() => get(`/api/v1/subscriptions${query({ ...params(filters), limit: 500 })}`), [filters]);
   const items = list.data ? list.data.items || list.data.subscriptions || [] : [];
   const input = (key, label) => html`<label>${label}
     <input name=${key} data-testid=${`subs-${key}`} value=${draft[key]}
@@ -16,7 +21,12 @@ export function Subscriptions() {
   return html`<section>
     <h1>Subscriptions</h1>
     <form class="filters" onSubmit=${(e) => { e.preventDefault(); setFilters({ ...draft }); }}>
-      ${input('filter_prefix', 'Topic filter starts with')}${input('tenant', 'Tenant')}${input('client_id', 'Client id')}
+      ${input('filter', 'Topic filter')}
+      <label>Match <select data-testid="subs-match" value=${draft.match}
+        onChange=${(e) => setDraft({ ...draft, match: e.target.value })}>
+        <option value="prefix">starts with</option><option value="exact">exactly</option>
+      </select></label>
+      ${input('tenant', 'Tenant')}${input('client_id', 'Client id')}
       <button type="submit" class="primary" data-testid="subs-submit">Search</button>
     </form>
     <${ErrorBox} error=${list.error} />
