@@ -254,7 +254,7 @@ class Dashboard:
             httponly=True,
             samesite="Strict",
             path="/",
-            secure=self.tls or None,
+            secure=self.tls or request.secure or None,
         )
         return response
 
