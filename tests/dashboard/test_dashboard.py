@@ -10,10 +10,14 @@ import re
 import threading
 from typing import Any
 
+import pytest
+
 from tests.dashboard.conftest import PASSWORD, Dashboard, DashboardFactory, log_in
 from tests.integration.wire import DISCONNECT, Prop
 
 from playwright.sync_api import expect  # isort: skip (importorskip in conftest first)
+
+pytestmark = pytest.mark.mqttq_only  # the dashboard is mqttq's own
 
 VIEWER_REFUSED = "viewer role: read only"
 

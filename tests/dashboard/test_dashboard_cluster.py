@@ -21,7 +21,11 @@ from tests.kafka_service import KafkaServer
 
 from playwright.sync_api import expect  # isort: skip (importorskip in conftest first)
 
-pytestmark = [pytest.mark.broker_process, pytest.mark.xdist_group("kafka")]
+pytestmark = [
+    pytest.mark.mqttq_only,
+    pytest.mark.broker_process,
+    pytest.mark.xdist_group("kafka"),
+]
 
 ADMIN = f'\n[admin]\nport = 0\ntoken = "{TOKEN}"\nsample_interval = 1.0\n'
 

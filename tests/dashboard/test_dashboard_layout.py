@@ -11,6 +11,8 @@ from tests.dashboard.conftest import WAIT_MS, Dashboard, log_in
 
 from playwright.sync_api import expect  # isort: skip (importorskip in conftest first)
 
+pytestmark = pytest.mark.mqttq_only  # the dashboard is mqttq's own
+
 LIGHT_BACKGROUND = "rgb(247, 248, 250)"
 DARK_BACKGROUND = "rgb(15, 20, 25)"
 
