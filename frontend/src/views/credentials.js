@@ -120,7 +120,7 @@ export function Credentials() {
           <button type="button" class="danger" data-testid="credential-delete" onClick=${() => remove(c.username)}>Delete</button></td>
       </tr>`)}</tbody>
     </table></div>
-    ${!list.loading && !list.error && items.length === 0 ? html`<p class="muted" data-testid="no-credentials">No credentials${tenant ? ` in tenant ${tenant}` : ''}: with [auth] anonymous allowed, clients connect without one.</p>` : null}
+    ${!list.loading && !list.error && items.length === 0 ? html`<p class="muted" data-testid="no-credentials">No credentials${tenant ? ` in tenant ${tenant}` : ''}.</p>` : null}
     ${dialog}
   </section>`;
 }
