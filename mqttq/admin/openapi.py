@@ -107,6 +107,13 @@ _CREDENTIAL_FIELDS: Final = {
     },
     "publish_acl": _TOPIC_FILTERS,
     "subscribe_acl": _TOPIC_FILTERS,
+    "scram": {
+        "type": "boolean",
+        "writeOnly": True,
+        "description": "true: also store SCRAM-SHA-256 and SCRAM-SHA-512 secrets made from "
+        "the password given with it (MQTT 5 enhanced authentication); false: remove them. "
+        "Left out, a new password renews the ones the credential has.",
+    },
     "acl_rules": {
         "type": "array",
         "description": "Ordered allow/deny rules a request must also pass when any are "
@@ -505,10 +512,24 @@ _SCHEMAS: Final[JSON] = {
     "CredentialList": _object(
         {"credentials": {"type": "array", "items": _ref("Credential")}}, ["credentials"]
     ),
-    "CredentialCreate": _object(
-        {"username": _USERNAME_SCHEMA, "password": _PASSWORD_SCHEMA, **_CREDENTIAL_FIELDS},
-        ["username", "password"],
-    ),
+    "CredentialCreate": {
+        **_object(
+            {
+                "username": _USERNAME_SCHEMA,
+                "password": _PASSWORD_SCHEMA,
+                **_CREDENTIAL_FIELDS,
+                "x509_cn": {
+                    "type": "string",
+                    "minLength": 1,
+                    "description": "An x509 credential instead of a password one: clients "
+                    "whose certificate CN (or its [auth.x509] cn_regex group) fully matches "
+                    "this regular expression. No password then.",
+                },
+            },
+            ["username"],
+        ),
+        "description": "A password is required unless `x509_cn` is given.",
+    },
     "CredentialChange": {
         **_object({"password": _PASSWORD_SCHEMA, **_CREDENTIAL_FIELDS}),
         "description": "Any subset of the fields; a password is hashed again.",
@@ -569,6 +590,7 @@ _DOCUMENT: Final[JSON] = {
             "credentials",
             "integrations",
             "blocked",
+            "dashboard",
         )
     ],
     "paths": _PATHS,
