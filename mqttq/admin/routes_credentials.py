@@ -15,7 +15,13 @@ from typing import Any
 from aiohttp import web
 
 from mqttq.admin.call import Call
-from mqttq.admin.validation import ApiError, parse_credential_changes, parse_new_credential
+from mqttq.admin.validation import (
+    ApiError,
+    parse_credential_changes,
+    parse_new_credential,
+    scram_for_write,
+    scram_request,
+)
 from mqttq.auth.model import Credential
 from mqttq.auth.passwords import hash_password
 from mqttq.auth.ports import CredentialExists
@@ -64,12 +70,20 @@ async def get_credential(call: Call) -> web.StreamResponse:
 async def add_credential(call: Call) -> web.StreamResponse:
     """Create a credential (201; 409 when the username is taken)."""
     backend = call.backend
-    username, password, fields = parse_new_credential(await call.body())
+    body = await call.body()
+    username, password, fields = parse_new_credential(body)
+    scram = scram_request(body)
     # Checked before hashing too: a taken name should not cost a slow hash. The
     # store's own check (CredentialExists, 409) still settles a race.
     if await backend.get_credential(username) is not None:
         raise CredentialExists(username)
-    password_hash = await asyncio.to_thread(hash_password, password)
+    if password is None:  # an x509 credential: its CN pattern is among the fields
+        password_hash = fields.pop("password_hash")
+    else:
+        password_hash = await asyncio.to_thread(hash_password, password)
+    secrets = await asyncio.to_thread(scram_for_write, scram, password, password_hash, ())
+    if secrets is not None:
+        fields["scram"] = secrets
     now = time.time()
     credential = Credential(username, password_hash, **fields, created_at=now, updated_at=now)
     await backend.add_credential(credential)
@@ -82,12 +96,19 @@ async def put_credential(call: Call) -> web.StreamResponse:
     """Change some fields of a credential (a new password is hashed)."""
     backend = call.backend
     username = call.path("username")
-    password, changes = parse_credential_changes(await call.body())
+    body = await call.body()
+    password, changes = parse_credential_changes(body)
     existing = await backend.get_credential(username)
     if existing is None:
         raise _no_credential(username)
+    password_hash = existing.password_hash
     if password is not None:
-        changes["password_hash"] = await asyncio.to_thread(hash_password, password)
+        password_hash = changes["password_hash"] = await asyncio.to_thread(hash_password, password)
+    secrets = await asyncio.to_thread(
+        scram_for_write, scram_request(body), password, password_hash, existing.scram
+    )
+    if secrets is not None:
+        changes["scram"] = secrets
     credential = dataclasses.replace(existing, **changes, updated_at=time.time())
     await backend.put_credential(credential)
     stored = await backend.get_credential(username) or credential

@@ -39,6 +39,8 @@ __all__ = [
     "parse_rate",
     "query_params",
     "read_object",
+    "scram_for_write",
+    "scram_request",
     "session_state",
     "tenant_name",
     "topic_name",
@@ -62,8 +64,9 @@ CREDENTIAL_UPDATE_FIELDS: Final = (
     "publish_acl",
     "subscribe_acl",
     "acl_rules",
+    "scram",
 )
-CREDENTIAL_CREATE_FIELDS: Final = ("username", *CREDENTIAL_UPDATE_FIELDS)
+CREDENTIAL_CREATE_FIELDS: Final = ("username", *CREDENTIAL_UPDATE_FIELDS, "x509_cn")
 
 
 class ApiError(MqttqError):
@@ -235,25 +238,78 @@ def _text(field: str, value: str) -> str:
 # --- credentials -----------------------------------------------------------------------
 
 
-def parse_new_credential(body: Mapping[str, Any]) -> tuple[str, str, dict[str, Any]]:
+def parse_new_credential(body: Mapping[str, Any]) -> tuple[str, str | None, dict[str, Any]]:
     """A POST /credentials body as (username, password, other Credential fields given).
-    username and password are required."""
+    username is required, and a password unless `x509_cn` is given: an x509 credential
+    (clients whose certificate CN matches that regular expression) has no password, and
+    its `password_hash` comes among the fields. `scram` is read by `scram_request`."""
     _only(body, CREDENTIAL_CREATE_FIELDS)
     if "username" not in body:
         _bad("username", "required")
-    if "password" not in body:
-        _bad("password", "required")
     username = _username(body["username"])
-    password = _password(body["password"])
-    rest = {key: value for key, value in body.items() if key not in ("username", "password")}
+    x509_hash: str | None = None
+    password: str | None = None
+    if "x509_cn" in body:
+        if "password" in body:
+            _bad("password", "an x509 credential has no password; leave it out")
+        if body.get("scram") is True:
+            _bad("scram", "an x509 credential has no password to make SCRAM secrets from")
+        x509_hash = _x509_hash(body["x509_cn"])
+    elif "password" not in body:
+        _bad("password", "required")
+    else:
+        password = _password(body["password"])
+    rest = {
+        key: value for key, value in body.items() if key not in ("username", "password", "x509_cn")
+    }
     _, changes = parse_credential_changes(rest)
+    if x509_hash is not None:
+        changes["password_hash"] = x509_hash
     return username, password, changes
+
+
+def _x509_hash(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        _bad("x509_cn", "must be a non-empty regular expression over the certificate's CN")
+    from mqttq.auth.providers.x509 import x509_hash  # noqa: PLC0415 (only x509 credentials)
+
+    try:
+        return x509_hash(_text("x509_cn", value))
+    except ValueError as exc:
+        _bad("x509_cn", str(exc))
+
+
+def scram_request(body: Mapping[str, Any]) -> bool | None:
+    """The body's `scram` field: True makes SCRAM secrets from the password given with it,
+    False removes the credential's, absent (None) keeps them (made again for a new
+    password)."""
+    if "scram" not in body:
+        return None
+    value = body["scram"]
+    if not isinstance(value, bool):
+        _bad("scram", f"must be true or false, got {_kind(value)}")
+    return value
+
+
+def scram_for_write(
+    requested: bool | None, password: str | None, password_hash: str, existing: tuple[Any, ...]
+) -> tuple[Any, ...] | None:
+    """The SCRAM secrets a credential write stores (None: leave them as they are), from
+    mqttq.auth.scram.secrets_for_write; slow (salted, iterated): call it off the event
+    loop. A refusal names `scram`."""
+    from mqttq.auth.scram import ScramError, secrets_for_write  # noqa: PLC0415
+
+    try:
+        return secrets_for_write(requested, password, password_hash, existing)
+    except ScramError as exc:
+        _bad("scram", str(exc))
 
 
 def parse_credential_changes(body: Mapping[str, Any]) -> tuple[str | None, dict[str, Any]]:
     """A PUT /credentials/{username} body as (new password or None, Credential fields to
     change, typed as the Credential holds them)."""
     _only(body, CREDENTIAL_UPDATE_FIELDS)
+    scram_request(body)  # checked here, applied by the caller
     password: str | None = None
     changes: dict[str, Any] = {}
     if "password" in body:

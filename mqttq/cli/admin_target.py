@@ -356,9 +356,15 @@ class DirectTarget:
 
     def add_credential(self, body: Mapping[str, Any]) -> JSON:
         username, password, changes = _validated(lambda v: v.parse_new_credential(body))
+        scram = _validated(lambda v: v.scram_request(body))
+        # An x509 credential (no password) has its CN pattern among the changes.
+        password_hash = changes.pop("password_hash") if password is None else _hash(password)
+        secrets = _validated(lambda v: v.scram_for_write(scram, password, password_hash, ()))
+        if secrets is not None:
+            changes["scram"] = secrets
         now = time.time()
         credential = dataclasses.replace(
-            Credential(username, _hash(password), created_at=now, updated_at=now), **changes
+            Credential(username, password_hash, created_at=now, updated_at=now), **changes
         )
         self._runner.run(self.store.add_credential(credential))
         return self._stored(credential)
@@ -368,8 +374,16 @@ class DirectTarget:
         existing = self._runner.run(self.store.get_credential(username))
         if existing is None:
             return None
+        password_hash = existing.password_hash
         if password is not None:
-            changes["password_hash"] = _hash(password)
+            password_hash = changes["password_hash"] = _hash(password)
+        secrets = _validated(
+            lambda v: v.scram_for_write(
+                v.scram_request(body), password, password_hash, existing.scram
+            )
+        )
+        if secrets is not None:
+            changes["scram"] = secrets
         credential = dataclasses.replace(existing, **changes, updated_at=time.time())
         self._runner.run(self.store.put_credential(credential))
         return self._stored(credential)
