@@ -37,7 +37,6 @@ __all__ = [
     "parse_limit",
     "parse_new_credential",
     "parse_rate",
-    "query_params",
     "read_object",
     "scram_for_write",
     "scram_request",
@@ -125,23 +124,7 @@ def _only(body: Mapping[str, Any], allowed: Collection[str]) -> None:
             _bad(key, f"unknown field; known fields: {', '.join(allowed)}")
 
 
-# --- query strings ---------------------------------------------------------------------
-
-
-def query_params(request: web.Request, allowed: Collection[str]) -> dict[str, str]:
-    """The query parameters in `allowed` that have a non-empty value (an empty one means
-    "not given"). An unknown or repeated parameter is refused, naming it."""
-    values: dict[str, str] = {}
-    for key in request.query:
-        if key not in allowed:
-            known = ", ".join(allowed) or "none"
-            _bad(key, f"unknown query parameter; known parameters: {known}")
-        given = request.query.getall(key)
-        if len(given) > 1:
-            _bad(key, "given more than once")
-        if given[0]:
-            values[key] = given[0]
-    return values
+# --- query strings (which parameters a route takes: mqttq.admin.api_table) ---------------
 
 
 def parse_limit(params: Mapping[str, Any]) -> int:
