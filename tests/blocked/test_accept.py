@@ -7,18 +7,10 @@ from __future__ import annotations
 
 import socket
 
-import pytest
-
 from tests.blocked.helpers import block
 from tests.harness import InProcessBroker
 from tests.integration.admin_api import AdminApi
 from tests.integration.waiting import DEADLINE, HOST
-
-pytestmark = pytest.mark.xfail(
-    strict=True,
-    reason="needs the accept hook in Lifecycle.client_opened (admission.address_refused); "
-    "see B35c's report",
-)
 
 
 def test_connection_from_blocked_address_is_closed_before_reading(

@@ -10,7 +10,7 @@ import uuid
 
 from mqttq.auth.authenticator import Authenticator
 from mqttq.auth.model import ClientType
-from mqttq.broker.connection.admission import admit
+from mqttq.broker.connection.admission import address_refused, admit
 from mqttq.broker.connection.client import Client
 from mqttq.broker.connection.timers import TimerWheel
 from mqttq.broker.delivery.hub import Hub
@@ -90,11 +90,12 @@ class Lifecycle:
     # ------------------------------------------------------------------ connections
 
     def client_opened(self, client: Client) -> float | None:
-        """A TCP connection was accepted: None refuses it (new-connection rate, before
-        any MQTT parsing), else the seconds to wait before reading from it."""
+        """A TCP connection was accepted: None refuses it (new-connection rate, or a
+        blocked address: before any MQTT parsing), else the seconds to wait before reading
+        from it."""
         limits = self.hub.limits
         admitted = limits.admit_tcp(self.loop.time())
-        if isinstance(admitted, Refused):
+        if isinstance(admitted, Refused) or address_refused(client, self.authenticator):
             return None
         self.connecting.add(client)
         self.hub.stats.connections_total += 1
