@@ -15,7 +15,7 @@ from mqttq import __version__
 from mqttq.admin.backend import MetricsSnapshot
 from mqttq.auth.blocked.service import BlockedClients
 from mqttq.broker.operations import Operations, SessionFilter, SessionView
-from mqttq.broker.operations_kafka import kafka_status
+from mqttq.broker.operations_kafka import KafkaStatusReader
 
 if TYPE_CHECKING:
     from mqttq.auth.model import Credential, Tenant
@@ -34,6 +34,7 @@ class BrokerAdmin:
     def __init__(self, broker: Broker) -> None:
         self.operations = Operations(broker)
         self._settings = broker.settings
+        self._kafka = KafkaStatusReader(broker.settings)
 
     def blocked_clients(self) -> BlockedClients | None:
         """The broker's blocked-client list (the /api/v1/blocked routes' backend)."""
@@ -87,7 +88,7 @@ class BrokerAdmin:
         }
 
     async def kafka_status(self) -> JSON:
-        return await kafka_status(self._settings)
+        return await self._kafka.read()
 
     async def cluster_status(self) -> JSON:
         settings = self._settings

@@ -18,7 +18,7 @@ from mqttq.errors import MqttqError
 if TYPE_CHECKING:
     from mqttq.config import Settings
 
-__all__ = ["KafkaStatusError", "kafka_status"]
+__all__ = ["KafkaStatusError", "KafkaStatusReader"]
 
 JSON = dict[str, Any]
 
@@ -30,31 +30,51 @@ class KafkaStatusError(MqttqError):
     """Kafka could not be read (answered 503)."""
 
 
-async def kafka_status(settings: Settings) -> JSON:
-    """{"distributed", "topic_prefix", "topics": [{name, partitions, end_offsets,
-    messages}], "consumer_groups": [{group, state, members, lag, partitions}]}, ordered
-    by name. Raises KafkaStatusError when Kafka cannot be read."""
-    if settings.storage.log != "kafka":
-        return {"distributed": False, "topic_prefix": None, "topics": [], "consumer_groups": []}
-    kafka = settings.kafka
-    try:
-        topics, groups = await asyncio.to_thread(_read, kafka.bootstrap_servers, kafka.topic_prefix)
-    except Exception as exc:  # librdkafka raises KafkaException and TimeoutError kinds
-        raise KafkaStatusError(f"kafka cannot be read: {exc}") from None
-    return {
-        "distributed": True,
-        "topic_prefix": kafka.topic_prefix,
-        "topics": topics,
-        "consumer_groups": groups,
-    }
+class KafkaStatusReader:
+    """Reads the Kafka view of `settings`' cluster, with one AdminClient kept for every
+    read (made at the first; librdkafka's client is thread-safe and keeps its connections)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._admin: Any = None
+
+    async def read(self) -> JSON:
+        """{"distributed", "topic_prefix", "topics": [{name, partitions, end_offset}],
+        "consumer_groups": [{group, state, members, partitions, lag}]}, ordered by name.
+        Raises KafkaStatusError when Kafka cannot be read."""
+        settings = self._settings
+        if settings.storage.log != "kafka":
+            return {
+                "distributed": False,
+                "topic_prefix": None,
+                "topics": [],
+                "consumer_groups": [],
+            }
+        kafka = settings.kafka
+        try:
+            topics, groups = await asyncio.to_thread(self._read, kafka.topic_prefix)
+        except Exception as exc:  # librdkafka raises KafkaException and TimeoutError kinds
+            raise KafkaStatusError(f"kafka cannot be read: {exc}") from None
+        return {
+            "distributed": True,
+            "topic_prefix": kafka.topic_prefix,
+            "topics": topics,
+            "consumer_groups": groups,
+        }
+
+    def _read(self, prefix: str) -> tuple[list[JSON], list[JSON]]:
+        if self._admin is None:
+            from confluent_kafka.admin import AdminClient  # noqa: PLC0415 (distributed only)
+
+            bootstrap = self._settings.kafka.bootstrap_servers
+            self._admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "mqttq-admin"})
+        return _read(self._admin, prefix)
 
 
-def _read(bootstrap: str, prefix: str) -> tuple[list[JSON], list[JSON]]:
+def _read(admin: Any, prefix: str) -> tuple[list[JSON], list[JSON]]:
     from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition  # noqa: PLC0415 (distributed only)
-    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
     from confluent_kafka.admin._listoffsets import OffsetSpec  # noqa: PLC0415
 
-    admin = AdminClient({"bootstrap.servers": bootstrap, "client.id": "mqttq-admin"})
     metadata = admin.list_topics(timeout=TIMEOUT)
     names = sorted(name for name in metadata.topics if name.startswith(prefix))
     partitions = [
