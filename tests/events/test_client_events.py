@@ -114,11 +114,6 @@ def test_message_dropped_for_a_client_that_does_not_keep_up(
     assert (body["reason"], body["topic"], body["qos"]) == ("queue_full", "news/2", 1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="hub.complete calls _queue_full(session) without the message for stored "
-    "deliveries, so no event is made (X35d report: the lead's edit in delivery/hub.py)",
-)
 def test_message_dropped_for_an_offline_session(
     broker_factory: BrokerFactory, clients: Clients
 ) -> None:

@@ -27,6 +27,7 @@ class Fanout:
         "count",
         "enqueue",
         "immediate",
+        "message",
         "produced",
         "rejected",
         "retained_write",
@@ -41,6 +42,8 @@ class Fanout:
         self.stored: list[Session] = []
         self.immediate: list[tuple[Session, Message]] = []
         self.enqueue: asyncio.Future[list[QueuedMessage | None]] | None = None
+        self.message: Message | None = None
+        """The message whose entries `enqueue` stores (what a full queue drops)."""
         self.retained_write: asyncio.Future[None] | None = None
         self.produced: list[asyncio.Future[Any]] | None = None
         """Records appended to APPLICATION clients' Kafka topics (acks=all), or handed to

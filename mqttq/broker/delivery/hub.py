@@ -263,6 +263,7 @@ class Hub(SessionHost):
         fan.rejected = rejected
         if items:
             fan.enqueue = self._batcher.enqueue(items, logged)
+            fan.message = message
         return fan
 
     def _retain(self, space: TenantSpace, message: Message, fan: Fanout) -> bool:
@@ -332,7 +333,7 @@ class Hub(SessionHost):
             for session, entry in zip(fan.stored, enqueue.result(), strict=True):
                 if entry is None:
                     rejected += 1
-                    self._queue_full(session)
+                    self._queue_full(session, fan.message)
                 else:
                     session.deliver_stored(entry)
         for session, message in fan.immediate:
