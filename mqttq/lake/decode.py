@@ -219,7 +219,15 @@ def decode_records(
     from pyspark.sql import functions as F  # noqa: PLC0415
     from pyspark.sql.functions import pandas_udf  # noqa: PLC0415
 
-    decode_props = pandas_udf(_decode_properties_series, PROPS_SCHEMA)  # type: ignore[call-overload]
+    import pandas as pd  # noqa: PLC0415
+
+    def decode_props_series(raw: pd.Series) -> pd.DataFrame:
+        return _decode_properties_series(raw)
+
+    # pyspark reads the hints to pick a Series -> DataFrame (struct) UDF: real types, not
+    # the strings `from __future__ import annotations` leaves.
+    decode_props_series.__annotations__ = {"raw": pd.Series, "return": pd.DataFrame}
+    decode_props = pandas_udf(decode_props_series, PROPS_SCHEMA)  # type: ignore[call-overload]
 
     hdr = F.col("_hdr")
     df = records.withColumnRenamed("topic", "_ktopic").withColumn(

@@ -214,8 +214,17 @@ class _BatchWriter:
         self.info = info
         self.totals = totals
         self.lock = threading.Lock()
+        self.failure: BaseException | None = None
+        """What the last batch failed with (a Python error, clearer than Spark's wrapper)."""
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        try:
+            self._write(batch, batch_id)
+        except BaseException as exc:
+            self.failure = exc
+            raise
+
+    def _write(self, batch: DataFrame, batch_id: int) -> None:
         from pyspark.sql import functions as F  # noqa: PLC0415
 
         started = time.monotonic()
@@ -330,7 +339,7 @@ def run_stream(
     _report(query.recentProgress, totals, reported, on_batch)
     failure = query.exception()
     if failure is not None:
-        raise failure
+        raise writer.failure or failure
     return totals
 
 
