@@ -19,6 +19,11 @@ function compact(value) {
   return String(Number(value.toFixed(2)));
 }
 
+/** A unix time as the local wall clock, HH:MM:SS (one line: uPlot's default adds dates). */
+function clock(seconds) {
+  return new Date(seconds * 1000).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit', second: '2-digit', hour12: false });
+}
+
 function options(width, series, unit) {
   const text = cssVar('--muted', '#666');
   const grid = cssVar('--border', '#ddd');
@@ -26,10 +31,14 @@ function options(width, series, unit) {
   return {
     width,
     height: 180,
+    padding: [8, 24, 0, 0],
     legend: { show: true, live: false },
     cursor: { drag: { x: false, y: false } },
     scales: { x: { time: true } },
-    axes: [axis, { ...axis, size: 56, values: (_u, ticks) => ticks.map((v) => `${compact(v)}${unit || ''}`) }],
+    axes: [
+      { ...axis, space: 80, values: (_u, ticks) => ticks.map(clock) },
+      { ...axis, size: 56, values: (_u, ticks) => ticks.map((v) => `${compact(v)}${unit || ''}`) },
+    ],
     series: [
       {},
       ...series.map((s, i) => ({
