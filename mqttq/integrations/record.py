@@ -6,7 +6,7 @@ import base64
 import binascii
 import json
 import json.encoder
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
@@ -147,6 +147,55 @@ _COMPACT: Final = _compact_encoder()
 def envelope_json(value: object) -> bytes:
     """`value` (an envelope, a list of them) as compact UTF-8 JSON, non-ASCII kept."""
     return _COMPACT(value).encode("utf-8")
+
+
+_quote: Final[Callable[[str], str]] = json.encoder.encode_basestring
+"""A str as a JSON string literal, non-ASCII kept (the C function `json` itself uses)."""
+
+
+def envelope_text(delivery: Delivery, *, payload_encoding: str = "auto") -> str:
+    """`envelope(delivery)` as compact JSON text, the same characters `envelope_json` writes
+    for it. A message without MQTT 5 properties (most of them) is written from a template
+    without building its dict: a third of the cost, once per delivered message."""
+    if (
+        delivery.user_properties
+        or delivery.content_type is not None
+        or delivery.response_topic is not None
+        or delivery.correlation_data is not None
+        or delivery.message_expiry_interval is not None
+        or delivery.extra
+    ):
+        return _COMPACT(envelope(delivery, payload_encoding=payload_encoding))
+    payload = delivery.payload
+    text: str | None = None
+    if payload_encoding == "auto":
+        try:
+            text = payload.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+    if text is not None:
+        head = '{"topic":' + _quote(delivery.topic) + ',"payload":' + _quote(text)
+    else:
+        encoded = binascii.b2a_base64(payload, newline=False).decode("ascii")
+        head = (
+            '{"topic":'
+            + _quote(delivery.topic)
+            + ',"payload":"'
+            + encoded
+            + '","payload_encoding":"base64"'
+        )
+    retain = "true" if delivery.retain else "false"
+    return (
+        f'{head},"qos":{delivery.qos},"retain":{retain},'
+        f'"client_id":{_quote(delivery.client_id)},"tenant":{_quote(delivery.tenant)},'
+        f'"timestamp":{delivery.timestamp_ms}}}'
+    )
+
+
+def envelopes_json(batch: Sequence[Delivery], *, payload_encoding: str = "auto") -> bytes:
+    """The envelopes of `batch` as one JSON array, UTF-8 (an HTTP body of `body = "array"`)."""
+    texts = [envelope_text(d, payload_encoding=payload_encoding) for d in batch]
+    return ("[" + ",".join(texts) + "]").encode("utf-8")
 
 
 def payload_from_envelope(body: Mapping[str, Any]) -> bytes:

@@ -36,7 +36,7 @@ from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsp
 import aiohttp
 
 from mqttq.errors import ConfigError
-from mqttq.integrations.record import Delivery, envelope, envelope_json
+from mqttq.integrations.record import Delivery, envelope_text, envelopes_json
 from mqttq.integrations.secrets import ENV_REFERENCE, expand_env, mentions_env
 from mqttq.integrations.sink import Rejected, SinkRejected, SinkUnavailable
 
@@ -223,7 +223,7 @@ class HttpSink:
 
     def _array_request(self, batch: Sequence[Delivery]) -> tuple[bytes, dict[str, str]]:
         encoding = self.settings.payload_encoding
-        body = _json([envelope(delivery, payload_encoding=encoding) for delivery in batch])
+        body = envelopes_json(batch, payload_encoding=encoding)
         headers = {
             **self._headers,
             "Content-Type": self._content_type or "application/json",
@@ -240,7 +240,8 @@ class HttpSink:
             headers.update(raw_headers(delivery))
             return delivery.payload, headers
         headers["Content-Type"] = self._content_type or "application/json"
-        return _json(envelope(delivery, payload_encoding=self.settings.payload_encoding)), headers
+        text = envelope_text(delivery, payload_encoding=self.settings.payload_encoding)
+        return text.encode("utf-8"), headers
 
     async def _request(
         self, session: aiohttp.ClientSession, body: bytes, headers: Mapping[str, str]
@@ -444,9 +445,6 @@ def _int(
     if not low <= value <= high:
         raise ConfigError(f"{where}.{key}", f"must be between {low} and {high}, got {value}")
     return value
-
-
-_json = envelope_json
 
 
 def _one_line(text: str) -> str:

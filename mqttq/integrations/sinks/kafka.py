@@ -32,7 +32,7 @@ from typing import Any, ClassVar, Final
 import confluent_kafka
 
 from mqttq.errors import ConfigError
-from mqttq.integrations.record import ENVELOPE_FIELDS, Delivery, envelope, envelope_json
+from mqttq.integrations.record import ENVELOPE_FIELDS, Delivery, envelope_text
 from mqttq.integrations.secrets import expand_env
 from mqttq.integrations.sink import Rejected, SinkRejected, SinkUnavailable
 
@@ -533,7 +533,7 @@ class KafkaSink:
             value = (
                 delivery.payload
                 if settings.value == "raw"
-                else _json(envelope(delivery, payload_encoding=settings.payload_encoding))
+                else envelope_text(delivery, payload_encoding=settings.payload_encoding).encode()
             )
             try:
                 producer.produce(
@@ -673,9 +673,6 @@ def _client_id_key(delivery: Delivery) -> bytes:
 
 def _level_key(index: int, delivery: Delivery) -> bytes:
     return delivery.topic_level(index).encode()
-
-
-_json = envelope_json
 
 
 def _reason(topic: str, error: Any) -> str:

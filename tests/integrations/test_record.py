@@ -1,0 +1,76 @@
+"""The envelope's JSON text (`envelope_text`, `envelopes_json`) is exactly what `json`
+writes for `envelope()`: the template for messages without MQTT 5 properties and the
+general path give the same bytes, whatever the payload, topic or ids hold."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from mqttq.integrations.record import (
+    Delivery,
+    envelope,
+    envelope_json,
+    envelope_text,
+    envelopes_json,
+    payload_from_envelope,
+)
+
+
+def reference(delivery: Delivery, encoding: str = "auto") -> str:
+    body = envelope(delivery, payload_encoding=encoding)
+    return json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+
+
+CASES = [
+    Delivery("t/1", b"21.5"),
+    Delivery("t/\u00e9/\u2028", bytes(range(62)), 0, True, 'c"l\\i', "ten\nant", 17),
+    Delivery("t", '{"a": "\u00fc\u0000\x1f"}'.encode(), 2, False, "", "default", 1764277200123),
+    Delivery("t", b"\xff\xfe"),
+    Delivery("t", b""),
+    Delivery("t", b"x", user_properties=(("k", "v"),), content_type="text/plain"),
+    Delivery("t", b"x", correlation_data=b"\x00\x01", message_expiry_interval=30),
+    Delivery("t", b"x", response_topic="r/1", extra={"event": "connected"}),
+]
+
+
+@pytest.mark.parametrize("delivery", CASES)
+@pytest.mark.parametrize("encoding", ["auto", "base64"])
+def test_the_envelope_text_is_what_json_writes_for_the_envelope(
+    delivery: Delivery, encoding: str
+) -> None:
+    text = envelope_text(delivery, payload_encoding=encoding)
+    assert text == reference(delivery, encoding)
+    assert envelope_json(envelope(delivery, payload_encoding=encoding)) == text.encode()
+    assert payload_from_envelope(json.loads(text)) == delivery.payload
+
+
+def test_a_batch_is_one_json_array_of_the_envelopes() -> None:
+    body = envelopes_json(CASES)
+    assert body == ("[" + ",".join(reference(d) for d in CASES) + "]").encode()
+    assert [payload_from_envelope(item) for item in json.loads(body)] == [d.payload for d in CASES]
+
+
+@given(
+    topic=st.text(min_size=1),
+    payload=st.binary() | st.text().map(str.encode),
+    client_id=st.text(),
+    tenant=st.text(),
+    retain=st.booleans(),
+    qos=st.integers(0, 2),
+    timestamp=st.integers(0, 2**53),
+)
+def test_any_message_without_properties_is_written_as_json_would(  # noqa: PLR0917 (fields)
+    topic: str,
+    payload: bytes,
+    client_id: str,
+    tenant: str,
+    retain: bool,
+    qos: int,
+    timestamp: int,
+) -> None:
+    delivery = Delivery(topic, payload, qos, retain, client_id, tenant, timestamp)
+    assert envelope_text(delivery) == reference(delivery)
