@@ -96,8 +96,9 @@ def new_loop() -> asyncio.AbstractEventLoop:
 class ManualClockLoop(asyncio.SelectorEventLoop):
     """asyncio's own loop with a clock the test moves forward: `time()` is the monotonic
     clock plus `skew`, so the timers the broker arms on it (session expiry, will delay,
-    keep alive) fall due as if that time had passed. The wall clock (`time.time()`, which
-    message expiry reads) is untouched."""
+    keep alive) fall due as if that time had passed. `wall_time()` is `time.time()` plus
+    the same skew: the broker's message clock (`Hub.clock`: message creation and expiry
+    times) is set to it, so that messages age with the timers."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -105,6 +106,10 @@ class ManualClockLoop(asyncio.SelectorEventLoop):
 
     def time(self) -> float:
         return super().time() + self.skew
+
+    def wall_time(self) -> float:
+        """The wall clock, moved on as far as the loop's clock."""
+        return time.time() + self.skew
 
 
 class _LoopThread:
@@ -238,6 +243,9 @@ class _Served:
             open_app_contexts(settings),
             cluster=open_cluster_link(settings),
         )
+        loop = self.runner.loop
+        if isinstance(loop, ManualClockLoop):
+            self.broker.hub.clock = loop.wall_time
         try:
             self.runner.call(self._start(), START_DEADLINE)
         except BaseException:
@@ -432,9 +440,10 @@ class InProcessBroker:
 
 
 def let_time_pass(broker: object, seconds: float, *, offline: Iterable[str] = ()) -> None:
-    """Let `seconds` pass for `broker`'s timers (session expiry, will delay): at once on an
-    in-process broker with a manual clock (once the sessions of `offline` are handled as
-    disconnected, so that their timers are armed), by sleeping on any other broker."""
+    """Let `seconds` pass for `broker`'s timers (session expiry, will delay, keep alive)
+    and the age of its messages (message expiry): at once on an in-process broker with a
+    manual clock (once the sessions of `offline` are handled as disconnected, so that their
+    timers are armed), by sleeping on any other broker."""
     if not (isinstance(broker, InProcessBroker) and broker.manual_clock):
         time.sleep(seconds)  # the behaviour is about time: a real clock must pass
         return

@@ -3,9 +3,9 @@ advertised capabilities and refused connections."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
+
+from tests.harness import let_time_pass
 
 from .helpers import (
     Clients,
@@ -119,6 +119,7 @@ def test_takeover_v311(broker: BrokerUnderTest, clients: Clients) -> None:
     assert message.payload == b"still here"
 
 
+@pytest.mark.manual_clock
 def test_keepalive_enforced_v311_publishes_will(broker: BrokerUnderTest, clients: Clients) -> None:
     """A silent client is disconnected after 1.5 x keep alive [MQTT-3.1.2-24], which is an
     abnormal disconnect: its Will is published [MQTT-3.1.2-8]."""
@@ -126,27 +127,31 @@ def test_keepalive_enforced_v311_publishes_will(broker: BrokerUnderTest, clients
     observer.subscribe(("ka/will", 1))
     silent = clients.raw(broker)
     silent.connect("silent", level=4, keepalive=1, will=Will("ka/will", b"timed out", qos=1))
+    let_time_pass(broker, 2.0)  # past 1.5 x keep alive
     assert silent.wait_closed() == []
     [will] = observer.receive_messages(1)
     assert will.payload == b"timed out"
 
 
+@pytest.mark.manual_clock
 def test_keepalive_enforced_v5_disconnect_reason(broker: BrokerUnderTest, clients: Clients) -> None:
     """5.0: the silent client is told why: DISCONNECT 0x8D Keep Alive timeout, then closed."""
     silent = clients.raw(broker)
     silent.connect("silent5", level=5, keepalive=1)
+    let_time_pass(broker, 2.0)  # past 1.5 x keep alive
     packets = silent.wait_closed()
     assert_disconnected_with(packets, RC.KEEP_ALIVE_TIMEOUT)
 
 
+@pytest.mark.manual_clock
 def test_keepalive_respected_when_client_pings(broker: BrokerUnderTest, clients: Clients) -> None:
-    """A client that pings within its keep alive is not disconnected (no premature close)."""
+    """A client that pings within its keep alive is not disconnected (no premature close):
+    3 s, twice the 1.5 x keep alive, pinging every 0.3 s."""
     client = clients.raw(broker)
     client.connect("pinger", level=5, keepalive=1)
-    deadline = time.monotonic() + 3.0
-    while time.monotonic() < deadline:
+    for _ in range(10):
         client.ping()
-        time.sleep(0.3)
+        let_time_pass(broker, 0.3)
     client.ping()
 
 
@@ -166,12 +171,14 @@ def test_server_keep_alive_cap(broker_factory: BrokerFactory, clients: Clients, 
 
 
 @pytest.mark.mqttq_only
+@pytest.mark.manual_clock
 def test_server_keep_alive_is_enforced(broker_factory: BrokerFactory, clients: Clients) -> None:
     """The keep alive the server imposed is the one it enforces: a client that asked for 60 s
     but was given 1 s and stays silent is disconnected with 0x8D [MQTT-3.2.2-22]."""
     broker = broker_factory(config="[mqtt]\nmax_keep_alive = 1\n")
     client = clients.raw(broker)
     assert client.connect("imposed", level=5, keepalive=60).props.get(Prop.SERVER_KEEP_ALIVE) == 1
+    let_time_pass(broker, 2.0)  # past 1.5 x the imposed keep alive, well short of 60 s
     assert_disconnected_with(client.wait_closed(), RC.KEEP_ALIVE_TIMEOUT)
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from tests.harness import let_time_pass
@@ -71,6 +69,7 @@ def test_disconnect_can_shorten_session_expiry(broker: BrokerUnderTest, clients:
     assert client.connect("shorten", level=5, clean=False).session_present is False
 
 
+@pytest.mark.manual_clock
 def test_expired_message_not_delivered_to_offline_subscriber(
     broker: BrokerUnderTest, clients: Clients
 ) -> None:
@@ -83,7 +82,7 @@ def test_expired_message_not_delivered_to_offline_subscriber(
     publisher = clients.connected(broker, "pub", level=5)
     publisher.publish("me/t", b"short", qos=1, props=[(Prop.MESSAGE_EXPIRY_INTERVAL, 1)])
     publisher.publish("me/t", b"forever", qos=1)
-    time.sleep(2.5)  # the behaviour is about time: well past the 1 s expiry
+    let_time_pass(broker, 2.5, offline=["offline"])  # well past the 1 s expiry
     subscriber = clients.connected(broker, "offline", level=5, clean=False, props=keep)
     [message] = subscriber.receive_messages(1)
     assert message.payload == b"forever"
@@ -91,6 +90,7 @@ def test_expired_message_not_delivered_to_offline_subscriber(
     subscriber.expect_silence(0.3)
 
 
+@pytest.mark.manual_clock
 def test_message_expiry_counts_down(broker: BrokerUnderTest, clients: Clients) -> None:
     """A message with expiry 60 s that waited in the queue arrives with the remaining lifetime:
     smaller than 60 and not zero [MQTT-3.3.2-6]; delivered live it keeps at most 60."""
@@ -104,7 +104,7 @@ def test_message_expiry_counts_down(broker: BrokerUnderTest, clients: Clients) -
     publisher.publish("mc/t", b"x", qos=1, props=[(Prop.MESSAGE_EXPIRY_INTERVAL, 60)])
     [now] = live.receive_messages(1)
     assert 0 < now.props.get(Prop.MESSAGE_EXPIRY_INTERVAL, 0) <= 60
-    time.sleep(1.5)  # the behaviour is about time: at least one second spent queued
+    let_time_pass(broker, 1.5, offline=["waiting"])  # at least one second spent queued
     subscriber = clients.connected(broker, "waiting", level=5, clean=False, props=keep)
     [message] = subscriber.receive_messages(1)
     remaining = message.props.get(Prop.MESSAGE_EXPIRY_INTERVAL)

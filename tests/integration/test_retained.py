@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
+
+from tests.harness import let_time_pass
 
 from .helpers import (
     Clients,
@@ -102,6 +102,7 @@ def test_retained_qos_is_min_of_message_and_subscription(
     assert (message.payload, message.qos, message.retain) == (b"q2", 1, True)
 
 
+@pytest.mark.manual_clock
 def test_retained_message_expiry(broker: BrokerUnderTest, clients: Clients) -> None:
     """A retained message with Message Expiry Interval 1 s is no longer sent once it expired
     [MQTT-3.3.2-5]; one without expiry still is; a 60 s one is sent with its remaining
@@ -114,7 +115,7 @@ def test_retained_message_expiry(broker: BrokerUnderTest, clients: Clients) -> N
         "exp/long", b"long", qos=1, retain=True, props=[(Prop.MESSAGE_EXPIRY_INTERVAL, 60)]
     )
     publisher.publish("exp/never", b"never", qos=1, retain=True)
-    time.sleep(1.2)  # past the 1 s expiry; then poll, allowing for a lazy expiry check
+    let_time_pass(broker, 1.2)  # past the 1 s expiry; then poll, allowing for a lazy check
 
     def short_gone() -> list[Packet] | None:
         got = retained_on_subscribe(clients, broker, "exp/#")

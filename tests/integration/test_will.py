@@ -95,6 +95,7 @@ def test_will_delay_cancelled_by_reconnect(broker: BrokerUnderTest, clients: Cli
     assert_no_will(clients, broker, watcher)
 
 
+@pytest.mark.manual_clock
 def test_will_delay_elapses(broker: BrokerUnderTest, clients: Clients) -> None:
     """With a 1 s Will Delay and a longer session, the Will is published once the delay has
     passed and the client has not come back."""
@@ -102,6 +103,7 @@ def test_will_delay_elapses(broker: BrokerUnderTest, clients: Clients) -> None:
     will = Will("will/delay1", b"after delay", props=[(Prop.WILL_DELAY_INTERVAL, 1)])
     props = [(Prop.SESSION_EXPIRY_INTERVAL, 300)]
     clients.connected(broker, "d1", level=5, props=props, will=will).close()
+    let_time_pass(broker, 1.5, offline=["d1"])  # past the delay
     [message] = watcher.receive_messages(1)
     assert message.payload == b"after delay"
 
@@ -120,6 +122,7 @@ def test_will_delay_reconnect_within_delay_time_based(
     assert_no_will(clients, broker, watcher, quiet=0.3)
 
 
+@pytest.mark.manual_clock
 def test_session_end_before_will_delay_publishes_will(
     broker: BrokerUnderTest, clients: Clients
 ) -> None:
@@ -129,6 +132,7 @@ def test_session_end_before_will_delay_publishes_will(
     will = Will("will/session", b"session over", props=[(Prop.WILL_DELAY_INTERVAL, 60)])
     props = [(Prop.SESSION_EXPIRY_INTERVAL, 1)]
     clients.connected(broker, "brief", level=5, props=props, will=will).close()
+    let_time_pass(broker, 1.5, offline=["brief"])  # past the session's expiry
     [message] = watcher.receive_messages(1)
     assert message.payload == b"session over"
 

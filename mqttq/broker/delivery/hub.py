@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable, Iterable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
@@ -166,7 +165,7 @@ class Hub(SessionHost):
 
     def message_from(self, packet: PublishPacket, publisher_id: str) -> Message:
         """The Message a validated inbound PUBLISH carries (topic already alias-resolved)."""
-        now = time.time()
+        now = self.clock()
         expiry = packet.properties.message_expiry_interval
         self.stats.messages_in[packet.qos] += 1
         return Message(
@@ -505,7 +504,7 @@ class Hub(SessionHost):
         codes: list[ReasonCode] = []
         retained: list[tuple[Subscription, list[Message]]] = []
         granted: list[str] = []
-        now = time.time()
+        now = self.clock()
         space = session.space
         router = space.router
         client_id = session.client_id

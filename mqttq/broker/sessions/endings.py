@@ -10,10 +10,10 @@ import time
 from mqttq.auth.model import ClientType
 from mqttq.broker.delivery.hub import Hub
 from mqttq.broker.sessions.session import Session
-from mqttq.broker.sessions.will import WillScheduler
+from mqttq.broker.sessions.will import WillScheduler, will_message
 from mqttq.cluster.dead_nodes import reaper
 from mqttq.codec.enums import SESSION_EXPIRY_NEVER
-from mqttq.model import Message
+from mqttq.codec.packets import Will
 from mqttq.reasons import ReasonCode
 
 __all__ = ["SessionEndings"]
@@ -29,10 +29,11 @@ class SessionEndings:
         self.loop = loop
         self.wills = WillScheduler(loop, self._publish_will)
 
-    def _publish_will(self, client_id: str, tenant: str, message: Message) -> None:
-        """A will is due: publish it, and forget it in the stored session (so that a
-        restart does not publish it again)."""
-        self.hub.publish_detached(tenant, message)
+    def _publish_will(self, client_id: str, tenant: str, will: Will) -> None:
+        """A will is due: publish it (made at the hub's clock, which its Message Expiry
+        Interval counts from), and forget it in the stored session (so that a restart
+        does not publish it again)."""
+        self.hub.publish_detached(tenant, will_message(will, client_id, self.hub.clock()))
         session = self.hub.sessions.get(client_id)
         if session is not None and session.client is None and session.will is not None:
             session.will = None

@@ -15,6 +15,8 @@ native call.
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Callable
 
 from mqttq.broker.delivery.encoded import EncodedPublishes
 from mqttq.broker.delivery.pending import BackgroundTasks
@@ -45,6 +47,11 @@ class SessionHost:
         self.reject_when_full = reject_when_full
         """A full queue refuses the new message (reject_new) instead of dropping its
         oldest one."""
+        self.clock: Callable[[], float] = time.time
+        """Wall-clock seconds (`time.time`) that message times are read from: when a message
+        was made and when it expires, whether it expired, the lifetime it has left, and when
+        a session went offline. Replaced by a test that moves time on (tests/harness.py);
+        a read of it is one attribute and one call, as `time.time()` was."""
 
     def forget(self, client_id: str, packet_id: int) -> None:
         """A stored entry's flow ended (PUBACK, PUBCOMP, expired, discarded)."""

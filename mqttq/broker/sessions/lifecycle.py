@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 
 from mqttq.auth.authenticator import Authenticator
@@ -345,7 +344,7 @@ class Lifecycle:
                 # miss, is handed here by the node that wrote it (ClusterNode.deliver),
                 # even while that node's records still place the client elsewhere.
                 await storage.mark_connected(session.client_id, True)
-            entries = await storage.fetch(session.client_id, time.time())
+            entries = await storage.fetch(session.client_id, hub.clock())
         except BaseException:
             if session.client is client:
                 session.client = None
@@ -429,7 +428,7 @@ class Lifecycle:
         if session.ended:
             return
         if session.persistent:
-            session.disconnected_at = time.time()
+            session.disconnected_at = hub.clock()
             hub.save_session(session)
             self.endings.schedule_expiry(session, session.expiry_interval)
             if will is not None:

@@ -3,8 +3,6 @@ due wills; retained messages too."""
 
 from __future__ import annotations
 
-import time
-
 from mqttq.broker.sessions.endings import SessionEndings
 from mqttq.broker.sessions.session import Session
 from mqttq.codec.enums import SESSION_EXPIRY_NEVER
@@ -20,7 +18,7 @@ async def restore_sessions(endings: SessionEndings, max_session_expiry_interval:
     wills are due again: at the end of their Will Delay Interval from the disconnect,
     or now when the session ended while the broker was down [MQTT-3.1.2-8]."""
     hub = endings.hub
-    now = time.time()
+    now = hub.clock()
     records = await hub.storage.load_sessions()
     due: list[tuple[str, Will, str, float]] = []
     cluster = hub.cluster

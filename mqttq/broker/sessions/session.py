@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 from collections import deque
 from collections.abc import Callable
 from struct import Struct
@@ -239,7 +238,7 @@ class Session:
             entry = queue.popleft()
             message = entry.message
             if message.expires_at is not None:
-                now = now or time.time()
+                now = now or self.hub.clock()
                 if message.is_expired(now):
                     self._finish(entry)  # never delivered once expired [MQTT-3.3.2-5]
                     continue
@@ -320,7 +319,7 @@ class Session:
         if rewrite:
             expiry = props.message_expiry_interval
             if message.expires_at is not None:
-                expiry = message.remaining_expiry(time.time())  # [MQTT-3.3.2-6]
+                expiry = message.remaining_expiry(self.hub.clock())  # [MQTT-3.3.2-6]
             props = dataclasses.replace(
                 props,
                 message_expiry_interval=expiry,

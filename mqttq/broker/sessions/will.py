@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import time
 from collections.abc import Callable
 
 from mqttq.codec.packets import Will
@@ -37,17 +36,18 @@ def will_message(will: Will, client_id: str, now: float) -> Message:
 
 
 class WillScheduler:
-    """Delayed wills, one per client id, on the event loop's clock; each is published
-    into the tenant namespace of the session that set it."""
+    """Delayed wills, one per client id, on the event loop's clock; each is handed, when
+    due, to `publish` for the tenant namespace of the session that set it (which makes
+    it a message with `will_message`, at the broker's wall clock)."""
 
     __slots__ = ("_loop", "_pending", "_publish")
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, publish: Callable[[str, str, Message], None]
+        self, loop: asyncio.AbstractEventLoop, publish: Callable[[str, str, Will], None]
     ) -> None:
         self._loop = loop
         self._publish = publish
-        """publish(client_id, tenant, message)."""
+        """publish(client_id, tenant, will)."""
         self._pending: dict[str, tuple[asyncio.TimerHandle, Will, str]] = {}
 
     def connection_closed(self, client_id: str, will: Will, delay: float, tenant: str) -> None:
@@ -88,4 +88,4 @@ class WillScheduler:
 
     def _fire(self, client_id: str, will: Will, tenant: str) -> None:
         logger.debug("publishing the will of %r on %r", client_id, will.topic)
-        self._publish(client_id, tenant, will_message(will, client_id, time.time()))
+        self._publish(client_id, tenant, will)
