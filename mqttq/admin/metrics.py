@@ -21,7 +21,7 @@ from prometheus_client.metrics_core import (
     HistogramMetricFamily,
     Metric,
 )
-from prometheus_client.registry import CollectorRegistry
+from prometheus_client.registry import Collector, CollectorRegistry
 
 from mqttq.admin.backend import AdminBackend, HistogramSnapshot, MetricsSnapshot
 from mqttq.integrations.worker import LATENCY_BUCKETS_S
@@ -170,7 +170,8 @@ class BrokerCollector:
 
 
 class AdminMetrics:
-    """A private registry with one BrokerCollector; `render()` is the /metrics body."""
+    """A private registry with one BrokerCollector, and the collectors other parts of the
+    broker add (`add_collector`); `render()` is the /metrics body."""
 
     def __init__(
         self,
@@ -180,6 +181,11 @@ class AdminMetrics:
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(BrokerCollector(backend, refused, integrations))
+
+    def add_collector(self, collector: Collector) -> None:
+        """Have /metrics yield `collector.collect()`'s families too, read at each scrape;
+        ValueError for a family name some collector already yields."""
+        self.registry.register(collector)
 
     def render(self) -> bytes:
         """The text exposition (format 0.0.4, see CONTENT_TYPE) of every family."""

@@ -51,6 +51,8 @@ from mqttq.limits.bucket import TokenBucket
 from mqttq.limits.quota import QuotaError
 
 if TYPE_CHECKING:
+    from prometheus_client.registry import Collector
+
     from mqttq.integrations.manager import IntegrationManager
 
 __all__ = ["UNMATCHED_ROUTE", "AdminServer", "Authenticator", "UriRateLimit"]
@@ -176,6 +178,12 @@ class AdminServer:
         self.rate_limit = UriRateLimit(uri_rate, rate_wait, patterns)
         self._runner: web.AppRunner | None = None
         self._port: int | None = None
+
+    def add_collector(self, collector: Collector) -> None:
+        """Serve `collector`'s metric families on /metrics too (see
+        AdminMetrics.add_collector): the way other parts of the broker (the authentication
+        chain, the PROXY protocol listeners) add their numbers."""
+        self._metrics.add_collector(collector)
 
     async def start(self) -> None:
         """Bind and serve (on the running event loop). Raises OSError when the address

@@ -167,9 +167,5 @@ class AuthDecisionCollector:
 
 def add_auth_metrics(admin: AdminHandle | None, authenticator: Authenticator) -> None:
     """Add the chain's families to the admin API's /metrics registry (when it runs)."""
-    if admin is None:
-        return
-    metrics = getattr(admin.server, "_metrics", None)  # AdminServer's AdminMetrics
-    registry = getattr(metrics, "registry", None)
-    if registry is not None:
-        registry.register(AuthDecisionCollector(authenticator))
+    if admin is not None:
+        admin.server.add_collector(AuthDecisionCollector(authenticator))
