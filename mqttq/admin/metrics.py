@@ -29,7 +29,13 @@ from mqttq.integrations.worker import LATENCY_BUCKETS_S
 if TYPE_CHECKING:
     from mqttq.integrations.manager import IntegrationManager
 
-__all__ = ["CONTENT_TYPE", "AdminMetrics", "BrokerCollector", "integration_families"]
+__all__ = [
+    "CONTENT_TYPE",
+    "AdminMetrics",
+    "BrokerCollector",
+    "ProxyCollector",
+    "integration_families",
+]
 
 CONTENT_TYPE: Final = CONTENT_TYPE_PLAIN_0_0_4
 """The classic text format (version 0.0.4) that every Prometheus scrapes."""
@@ -190,6 +196,26 @@ class AdminMetrics:
     def render(self) -> bytes:
         """The text exposition (format 0.0.4, see CONTENT_TYPE) of every family."""
         return generate_latest(self.registry)
+
+
+class ProxyCollector:
+    """`mqttq_proxy_connections_total{outcome}`: connections through the PROXY protocol
+    listeners by outcome, read from `counts()` (Broker.proxy_connections) at scrape time."""
+
+    def __init__(self, counts: Callable[[], Mapping[str, int]]) -> None:
+        self.counts = counts
+
+    def collect(self) -> Iterator[Metric]:
+        """The one family, every outcome (zero included)."""
+        family = CounterMetricFamily(
+            "mqttq_proxy_connections",
+            "Connections through the PROXY protocol listeners, by outcome (accepted, local, "
+            "untrusted, malformed, timeouts, blocked).",
+            labels=["outcome"],
+        )
+        for outcome, count in sorted(self.counts().items()):
+            family.add_metric([outcome], count)
+        yield family
 
 
 def _plain(snapshot: MetricsSnapshot) -> Iterator[Metric]:

@@ -100,6 +100,12 @@ class Broker:
         """Bound port of every listener by name: tcp, and tls, ws, wss when configured."""
         return dict(self._endpoints.ports)
 
+    @property
+    def proxy_connections(self) -> dict[str, int]:
+        """Connections through the PROXY protocol listeners so far, by outcome: accepted,
+        local (the balancer's own), untrusted, malformed, timeouts, blocked."""
+        return self._endpoints.proxy.as_dict()
+
     def reload_certificates(self) -> bool:
         """Re-read the TLS listeners' certificate, key and CA files (SIGHUP): new
         connections get the new ones, connected clients stay. True when every listener

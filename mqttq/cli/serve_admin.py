@@ -80,6 +80,11 @@ async def start_admin(
         rate_wait=settings.mqtt_limit.rate_wait_ms / 1000,
         integrations=integrations,
     )
+    listener = settings.listener
+    if listener.proxy_protocol or listener.ws.proxy_protocol:
+        from mqttq.admin.metrics import ProxyCollector  # noqa: PLC0415
+
+        server.add_collector(ProxyCollector(lambda: broker.proxy_connections))
     try:
         await server.start()
     except OSError as exc:

@@ -87,6 +87,17 @@ class ProxiedBroker:
     def session(self, client_id: str) -> Any:
         return self.admin(f"/api/v1/sessions/{client_id}")
 
+    def metrics(self) -> str:
+        """The admin API's /metrics text, scraped now."""
+        data_dir = self.broker.data_dir
+        url = json.loads((data_dir / "admin.json").read_text())["url"]
+        token = (data_dir / "admin-token").read_text().strip()
+        request = urllib.request.Request(
+            url.rstrip("/") + "/metrics", headers={"Authorization": f"Bearer {token}"}
+        )
+        with urllib.request.urlopen(request, timeout=DEADLINE) as answer:
+            return str(answer.read().decode())
+
 
 def _wait_listening(port: int, process: subprocess.Popen[bytes], log: Path) -> None:
     end = time.monotonic() + DEADLINE

@@ -10,6 +10,7 @@ import socket
 
 import pytest
 
+from tests.integration.admin_api import metric_value
 from tests.integration.raw_client import RawClient
 from tests.integration.waiting import DEADLINE, HOST, wait_for
 from tests.integration.wire import connect_packet
@@ -228,3 +229,50 @@ def test_anonymous_loopback_looks_at_the_address_the_client_connected_to(
         assert local.connect("to-loopback").reason_code == 0
     finally:
         local.close()
+
+
+PROXY_OUTCOMES = ("accepted", "local", "untrusted", "malformed", "timeouts", "blocked")
+
+
+def proxy_counts(proxied: ProxiedBroker) -> dict[str, float | None]:
+    """`mqttq_proxy_connections_total` by outcome, scraped from /metrics now."""
+    text = proxied.metrics()
+    return {
+        outcome: metric_value(text, "mqttq_proxy_connections_total", outcome=outcome)
+        for outcome in PROXY_OUTCOMES
+    }
+
+
+def test_metrics_count_proxy_connections_by_outcome(proxied: ProxiedBroker) -> None:
+    before = proxy_counts(proxied)
+    assert all(value is not None for value in before.values()), before
+    client = RawClient(proxied.v2_port)  # HAProxy's v2 header: accepted
+    try:
+        client.connect("counted-through-haproxy")
+    finally:
+        client.close()
+    direct = socket.create_connection((HOST, proxied.broker.port), timeout=DEADLINE)
+    try:
+        direct.sendall(b"PROXY TCP4 1.2.3.999 127.0.0.1 5 1883\r\n")  # malformed
+        read_until_closed(direct)
+    finally:
+        direct.close()
+    local = RawClient(proxied.broker.port)
+    try:
+        local.send(b"PROXY UNKNOWN\r\n")  # the balancer's own connection: local, accepted
+        local.connect("the-balancers-own")
+    finally:
+        local.close()
+
+    def counted() -> bool:
+        now = proxy_counts(proxied)
+        return (now["accepted"], now["malformed"], now["local"]) == (
+            before["accepted"] + 2,  # type: ignore[operator]
+            before["malformed"] + 1,  # type: ignore[operator]
+            before["local"] + 1,  # type: ignore[operator]
+        )
+
+    wait_for(counted, what="accepted, malformed and local counted on /metrics")
+    after = proxy_counts(proxied)
+    for outcome in ("untrusted", "timeouts", "blocked"):
+        assert after[outcome] == before[outcome]
