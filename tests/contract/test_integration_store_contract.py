@@ -20,6 +20,7 @@ from mqttq.integrations.stores import RESYNC, IntegrationStoreError
 from mqttq.integrations.stores.postgres import CHANNEL, TABLE, PostgresIntegrationStore
 from mqttq.integrations.stores.sqlite import SqliteIntegrationStore
 from mqttq.storage.sqlite.auth import SqliteAuthStore
+from tests.contract.conftest import Backend
 from tests.services import free_port
 
 FEED_WAIT = 20.0
@@ -49,12 +50,15 @@ class StoreFactory:
         return PostgresIntegrationStore(self.location)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> StoreFactory:
-    """Parametrizes a test over both IntegrationStore adapters."""
-    if request.param == "sqlite":
-        return StoreFactory("sqlite", str(tmp_path / "data" / "auth.db"))
-    return StoreFactory("postgres", request.getfixturevalue("postgres_url"))
+BACKENDS = ("sqlite", "postgres")
+
+
+@pytest.fixture
+def make_store(backend: Backend) -> StoreFactory:
+    """IntegrationStores of this test's backend (tests/contract/conftest.py)."""
+    if backend.name == "sqlite":
+        return StoreFactory("sqlite", str(backend.tmp_path / "data" / "auth.db"))
+    return StoreFactory("postgres", backend.url)
 
 
 def run_with(*stores: Store, body: Callable[..., Awaitable[None]]) -> None:

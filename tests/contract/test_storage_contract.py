@@ -1,4 +1,7 @@
-"""The storage contract (mqttq.storage.ports), run on every adapter.
+"""The storage contract (mqttq.storage.ports), run on every adapter: in memory, SQLite,
+and SQLite with its queues in Redis (standalone and a 3-master cluster). The cases that
+take `make_storage` run once per backend (tests/contract/conftest.py); the SQLite-only
+ones below them take a path.
 
 Times in messages are whole milliseconds: that is the precision the JSON form keeps.
 """
@@ -25,6 +28,8 @@ from mqttq.storage.sqlite.schema import SCHEMA_VERSION
 from mqttq.storage.sqlite.store import SqliteStorage
 from mqttq.storage.sqlite.writer import SqliteWriter
 from tests.contract.conftest import StorageFactory, run_with
+
+BACKENDS = ("memory", "sqlite", "redis", "redis-cluster")
 
 
 def msg(n: int, *, topic: str = "t/x", expires_at: float | None = None) -> Message:
@@ -549,7 +554,8 @@ def test_a_packet_id_still_queued_is_skipped(make_storage: StorageFactory) -> No
         await s.mark_pubrel("a", lingering.packet_id)
         for start in range(2, 65536, 4096):
             entries = await s.enqueue([("a", msg(0))] * min(4096, 65536 - start))
-            await asyncio.gather(*(s.remove("a", e.packet_id) for e in entries if e))
+            # Acknowledged as a broker does, the PUBACKs of one loop turn in one call.
+            await s.remove_many([("a", e.packet_id) for e in entries if e])
         tail = await s.enqueue([("a", msg(2)), ("a", msg(3))])
         assert ids(tail) == [(65536, 2), (65537, 3)]
         fetched = await s.fetch("a", 0)

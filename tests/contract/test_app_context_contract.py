@@ -16,16 +16,21 @@ from mqttq.storage.postgres.app_context import PostgresAppContextStore
 from mqttq.storage.sqlite.app_context import SqliteAppContextStore
 from mqttq.storage.sqlite.schema import SCHEMA_VERSION
 from mqttq.storage.sqlite.store import SqliteStorage
+from tests.contract.conftest import Backend
 
 Factory = Callable[[], AppContextStore]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> Factory:
-    if request.param == "sqlite":
-        path = tmp_path / "data" / "mqttq.sqlite3"
+BACKENDS = ("sqlite", "postgres")
+
+
+@pytest.fixture
+def make_store(backend: Backend) -> Factory:
+    """New, unopened AppContextStores of this test's backend (tests/contract/conftest.py)."""
+    if backend.name == "sqlite":
+        path = backend.tmp_path / "data" / "mqttq.sqlite3"
         return lambda: SqliteAppContextStore(path)
-    url = request.getfixturevalue("postgres_url")
+    url = backend.url
     return lambda: PostgresAppContextStore(url)
 
 
