@@ -24,6 +24,7 @@ from mqttq.auth.blocked.ports import BlockedStore
 from mqttq.auth.blocked.service import BlockedClients
 from mqttq.broker.connection.admission import chain_of
 from mqttq.broker.connection.client import Client
+from mqttq.broker.sessions.end_reasons import BLOCKED
 from mqttq.config import Settings
 from mqttq.errors import StorageError
 from mqttq.reasons import ReasonCode
@@ -110,7 +111,7 @@ async def start_blocked(broker: Broker, settings: Settings) -> BlockedHandle:
                 continue
             if blocked.matches_client(entry, outlet.client_id, username, client_address(outlet)):
                 log.info("client %r disconnected: blocked (entry %s)", outlet.client_id, entry.id)
-                outlet.kick(ReasonCode.ADMINISTRATIVE_ACTION, "blocked")
+                outlet.kick(ReasonCode.ADMINISTRATIVE_ACTION, "blocked", why=BLOCKED)
 
     blocked.on_blocked = disconnect
     purging = asyncio.get_running_loop().create_task(

@@ -65,7 +65,7 @@ def test_every_kind_reaches_a_subscriber_with_its_details(
     assert isinstance(connected["timestamp"], int)
     assert got[1][1]["topic_filters"] == ["cmd/device-1", "cfg/#"]
     assert got[2][1]["topic_filters"] == ["cfg/#"]
-    assert got[3][1]["reason"] == "normal"
+    assert (got[3][1]["reason"], got[3][1]["reason_code"]) == ("normal", 0)
 
 
 def test_an_abnormal_disconnect_and_a_311_client(
@@ -79,7 +79,7 @@ def test_an_abnormal_disconnect_and_a_311_client(
     old.close()  # no DISCONNECT
     got = events(watcher, 2)
     assert got[0][1]["protocol"] == "MQTT 3.1.1"
-    assert got[1][1]["reason"] == "abnormal"
+    assert got[1][1]["reason"] == "connection_lost"
 
 
 REJECT_NEW = '[mqtt]\nmax_queued_messages = 1\nqueue_full_policy = "reject_new"\n'

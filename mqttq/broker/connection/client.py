@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Final, cast
 from mqttq.broker.connection.dispatch import HANDLERS, on_puback, on_publish
 from mqttq.broker.delivery.pending import OrderedSteps
 from mqttq.broker.net.listeners import TCP, ListenerKind
+from mqttq.broker.sessions.end_reasons import error_reason, kick_reason
 from mqttq.broker.sessions.outlet import Outlet
 from mqttq.codec.packets import (
     ConnackPacket,
@@ -90,6 +91,8 @@ class Client(Outlet):
         self.closed = False
         self.normal_disconnect = False
         """DISCONNECT 0x00 received: the will is discarded [MQTT-3.14.4-3]."""
+        self.end_reason = ""
+        self.end_code = -1
         self.identity: Identity | None = None
         """Who the client is (tenant, ACLs), once CONNECT was authenticated."""
         self.space: TenantSpace | None = None
@@ -282,9 +285,15 @@ class Client(Outlet):
         if not transport.is_closing():
             transport.close()
 
-    def kick(self, reason_code: ReasonCode, reason_string: str | None = None) -> None:
+    def kick(
+        self, reason_code: ReasonCode, reason_string: str | None = None, why: str = ""
+    ) -> None:
         """Server-initiated close: DISCONNECT (5.0) with `reason_code`, then close; the
-        session is released at once (the will follows the abnormal-close rules)."""
+        session is released at once (the will follows the abnormal-close rules). `why`
+        names the end reason when the code does not (end_reasons.kick_reason)."""
+        if not self.end_reason:
+            self.end_reason = why or kick_reason(reason_code)
+            self.end_code = reason_code
         self.conn.disconnect(reason_code, reason_string)
         self.close()
         self.life.client_closed(self)
@@ -301,6 +310,9 @@ class Client(Outlet):
             error.message,
             error.reason_code,
         )
+        if not self.end_reason:
+            self.end_reason = error_reason(error.reason_code)
+            self.end_code = error.reason_code
         self.conn.fail(error)
         self.close()
         self.life.client_closed(self)

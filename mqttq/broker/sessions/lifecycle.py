@@ -13,6 +13,7 @@ from mqttq.broker.connection.admission import address_refused, admit
 from mqttq.broker.connection.client import Client
 from mqttq.broker.connection.timers import TimerWheel
 from mqttq.broker.delivery.hub import Hub
+from mqttq.broker.sessions.end_reasons import CONNECTION_LOST, client_disconnect_reason
 from mqttq.broker.sessions.endings import SessionEndings
 from mqttq.broker.sessions.outlet import Outlet
 from mqttq.broker.sessions.restore import restore_sessions
@@ -375,6 +376,8 @@ class Lifecycle:
         Session Expiry Interval applies, but not from 0 to non-zero [MQTT-3.14.2-2]."""
         session = client.session
         client.normal_disconnect = packet.reason_code == ReasonCode.NORMAL_DISCONNECTION
+        client.end_reason = client_disconnect_reason(packet.reason_code)
+        client.end_code = packet.reason_code
         if session is None or session.client is not client:
             return
         asked = packet.properties.session_expiry_interval
@@ -382,6 +385,7 @@ class Lifecycle:
             return
         if session.expiry_interval == 0 and asked != 0:
             client.normal_disconnect = False
+            client.end_reason = ""  # the close for the ProtocolError names the end
             raise ProtocolError(
                 ReasonCode.PROTOCOL_ERROR,
                 "DISCONNECT sets a session expiry after CONNECT had 0 [MQTT-3.14.2-2]",
@@ -407,12 +411,20 @@ class Lifecycle:
         if session is None or session.client is not client:
             return
         if self.hub.events.kinds:
-            self.hub.events.emit(
-                "disconnected",
-                session.space.name,
-                session.client_id,
-                reason="normal" if client.normal_disconnect else "abnormal",
-            )
+            reason = client.end_reason or CONNECTION_LOST
+            code = client.end_code
+            if code < 0:
+                self.hub.events.emit(
+                    "disconnected", session.space.name, session.client_id, reason=reason
+                )
+            else:
+                self.hub.events.emit(
+                    "disconnected",
+                    session.space.name,
+                    session.client_id,
+                    reason=reason,
+                    reason_code=code,
+                )
         self._release(client, session)
 
     def _release(self, client: Client, session: Session) -> None:

@@ -30,7 +30,16 @@ __all__ = ["Outlet"]
 class Outlet(asyncio.Protocol):
     """One connection as a session sees it (see the module docstring)."""
 
-    __slots__ = ("closed", "conn", "listener", "normal_disconnect", "transport", "writable")
+    __slots__ = (
+        "closed",
+        "conn",
+        "end_code",
+        "end_reason",
+        "listener",
+        "normal_disconnect",
+        "transport",
+        "writable",
+    )
 
     conn: MqttConnection
     """The sans-I/O connection: the client's Receive Maximum (`client_receive_maximum`),
@@ -42,6 +51,11 @@ class Outlet(asyncio.Protocol):
     normal_disconnect: bool
     """DISCONNECT 0x00 received (or an administrative removal): no will is published
     [MQTT-3.14.4-3]."""
+    end_reason: str
+    """Why the connection ended (mqttq.broker.sessions.end_reasons), noted once where it
+    ends; "" while it is open, and when the socket just closed (connection_lost)."""
+    end_code: int
+    """The MQTT reason code of that end (its DISCONNECT's), -1 when there is none."""
     listener: ListenerKind
     """The listener the connection came through (tcp, tls, ws, wss)."""
     transport: asyncio.Transport | None
@@ -101,7 +115,10 @@ class Outlet(asyncio.Protocol):
         """Write what is buffered to the transport now (not at the end of the iteration)."""
         raise NotImplementedError
 
-    def kick(self, reason_code: ReasonCode, reason_string: str | None = None) -> None:
+    def kick(
+        self, reason_code: ReasonCode, reason_string: str | None = None, why: str = ""
+    ) -> None:
         """Close the connection from the server's side with `reason_code` (DISCONNECT at
-        5.0); the session is released at once."""
+        5.0); the session is released at once. `why`: the end reason, when the code does
+        not say it (end_reasons.kick_reason)."""
         raise NotImplementedError
