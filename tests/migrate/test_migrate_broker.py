@@ -1,6 +1,7 @@
-"""End to end: TBMQ 1.x rows migrated into Redis are delivered by `mqttq serve` in Redis
-mode to the client that reconnects, in serial order, with their packet ids and properties;
-a PUBREL entry continues its QoS 2 flow; the broker continues the serial and packet ids.
+"""End to end: TBMQ 1.x rows migrated into Redis are delivered by the broker in Redis
+mode (`mqttq serve`'s composition, in this process: tests/harness.py) to the client that
+reconnects, in serial order, with their packet ids and properties; a PUBREL entry continues
+its QoS 2 flow; the broker continues the serial and packet ids.
 
 What the broker needs besides the queue: its session record (SQLite). Without one, a
 reconnecting client gets a new session and the broker clears the migrated queue; the
@@ -9,16 +10,13 @@ second test pins that down, which is why `pg-to-redis` has --sessions-to.
 
 from __future__ import annotations
 
-import json
-import signal
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
+from tests.harness import InProcessBroker
 from tests.integration.raw_client import RawClient
 from tests.integration.waiting import wait_for
 from tests.integration.wire import PUBACK, PUBCOMP, PUBLISH, PUBREC, PUBREL, Prop, ack_packet
@@ -31,67 +29,24 @@ from tests.migrate.source_data import (
     now_ms,
 )
 
-START_DEADLINE = 30.0
 KEEP = [(Prop.SESSION_EXPIRY_INTERVAL, 3600)]
 USER_PROPERTIES = '{"props":[{"k":"site","v":"kyiv"},{"k":"site","v":"lviv"}]}'
 
 
-class Broker:
-    """`python -m mqttq serve` with SQLite sessions in `data_dir` and queues in Redis."""
-
-    def __init__(self, workdir: Path, redis_url: str) -> None:
-        self.workdir = workdir
-        self.data_dir = workdir / "data"
-        self.ready = workdir / "ready.json"
-        self.log = workdir / "broker.log"
-        self.config = workdir / "broker.toml"
-        self.config.write_text(
-            f'[storage]\ndevice = "redis"\n[redis]\nurl = "{redis_url}"\ncluster = false\n'
-        )
-        self.process: subprocess.Popen[bytes] | None = None
-        self.port = 0
-
-    def start(self) -> None:
-        command = [sys.executable, "-m", "mqttq", "serve", "--port", "0"]
-        command += ["--data-dir", str(self.data_dir), "--ready-file", str(self.ready)]
-        command += ["--config", str(self.config)]
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                command, stdin=subprocess.DEVNULL, stdout=log, stderr=log
-            )
-        wait_for(self._ready, timeout=START_DEADLINE, what="the broker to start")
-
-    def _ready(self) -> bool:
-        assert self.process is not None
-        if self.process.poll() is not None:
-            raise AssertionError(f"broker exited:\n{self.log.read_text(errors='replace')}")
-        try:
-            self.port = int(json.loads(self.ready.read_text())["mqtt_port"])
-        except (FileNotFoundError, json.JSONDecodeError):
-            return False
-        return True
-
-    def stop(self) -> int | None:
-        process, self.process = self.process, None
-        if process is None:
-            return None
-        process.send_signal(signal.SIGTERM)
-        try:
-            return process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            return process.wait()
-
-
 @pytest.fixture
-def broker(tmp_path: Path, redis_url: str) -> Iterator[Broker]:
-    started = Broker(tmp_path, redis_url)
+def broker(tmp_path: Path, redis_url: str) -> Iterator[InProcessBroker]:
+    """What `mqttq serve` builds with SQLite sessions in `data_dir` and queues in Redis, in
+    this process (tests/harness.py), started by the test once the migration wrote its
+    rows; stopped after it."""
+    config = f'[storage]\ndevice = "redis"\n[redis]\nurl = "{redis_url}"\ncluster = false\n'
+    started = InProcessBroker(tmp_path / "broker", config)
     yield started
-    assert started.stop() in (0, None), started.log.read_text(errors="replace")
+    assert not started.ended, started.stderr_text()
+    started.stop()
 
 
 def test_migrated_queue_is_delivered_and_the_session_goes_on(
-    postgres_url: str, redis_url: str, raw_redis: redis.Redis, broker: Broker
+    postgres_url: str, redis_url: str, raw_redis: redis.Redis, broker: InProcessBroker
 ) -> None:
     t = now_ms()
     create_source(postgres_url)
@@ -189,7 +144,7 @@ def test_migrated_queue_is_delivered_and_the_session_goes_on(
 
 
 def test_without_a_session_record_the_broker_clears_the_migrated_queue(
-    postgres_url: str, redis_url: str, raw_redis: redis.Redis, broker: Broker
+    postgres_url: str, redis_url: str, raw_redis: redis.Redis, broker: InProcessBroker
 ) -> None:
     create_source(postgres_url)
     insert(postgres_url, [MsgRow("dev-2", 1, packet_id=1, payload=b"lost")])
