@@ -14,6 +14,7 @@ not fit its topic's schema keeps its bytes and gets `payload_typed_ok = false`.
 
 from __future__ import annotations
 
+import importlib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -28,7 +29,6 @@ from mqttq.lake.layout import (
 )
 
 if TYPE_CHECKING:
-    import pandas as pd
     from pyspark.sql import Column, DataFrame
 
 __all__ = [
@@ -169,15 +169,16 @@ def _micros(seconds: Column) -> Column:
     return F.timestamp_micros(F.floor(seconds * F.lit(1e6) + F.lit(0.5)).cast("bigint"))
 
 
-def _decode_properties_series(raw: pd.Series) -> pd.DataFrame:
-    """The PUBLISH properties in MQTT 5 wire form, per record: the fields the lake keeps,
-    or `error` naming why they do not decode. (Runs on the executors' Python workers.)"""
-    import pandas as pd  # noqa: PLC0415
+def _decode_properties_series(raw: Any) -> Any:
+    """The PUBLISH properties in MQTT 5 wire form, per record (a pandas Series of bytes):
+    the fields the lake keeps, or `error` naming why they do not decode (a pandas
+    DataFrame, the UDF's struct). Runs on the executors' Python workers."""
 
     from mqttq.codec.enums import PacketType  # noqa: PLC0415
     from mqttq.codec.properties import decode_properties  # noqa: PLC0415
     from mqttq.errors import MqttqError  # noqa: PLC0415
 
+    pd: Any = importlib.import_module("pandas")  # no type stubs: held as Any
     rows: list[dict[str, Any]] = []
     empty: dict[str, Any] = {
         "error": None,
@@ -217,11 +218,11 @@ def decode_records(
     """Every Kafka record of `records` (the Kafka source's columns, headers included) with
     `reason` (null for mqttq's records) and the lake's message columns (typed ones last)."""
     from pyspark.sql import functions as F  # noqa: PLC0415
-    from pyspark.sql.functions import pandas_udf  # noqa: PLC0415
+    from pyspark.sql.pandas.functions import pandas_udf  # noqa: PLC0415
 
-    import pandas as pd  # noqa: PLC0415
+    pd: Any = importlib.import_module("pandas")
 
-    def decode_props_series(raw: pd.Series) -> pd.DataFrame:
+    def decode_props_series(raw: Any) -> Any:
         return _decode_properties_series(raw)
 
     # pyspark reads the hints to pick a Series -> DataFrame (struct) UDF: real types, not

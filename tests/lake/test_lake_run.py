@@ -16,7 +16,12 @@ import pytest
 from mqttq.lake.layout import MESSAGE_COLUMNS
 from tests.lake.conftest import Scenario
 
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("spark")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.xdist_group("spark"),
+    # The first test pays for the scenario: Kafka, a broker, three Spark drivers.
+    pytest.mark.timeout(900),
+]
 
 
 def _rows(scenario: Scenario, table: str) -> list[dict[str, Any]]:

@@ -20,7 +20,11 @@ if TYPE_CHECKING:
 
 __all__ = ["spark"]
 
-pytestmark = [pytest.mark.xdist_group("spark")]
+pytestmark = [
+    pytest.mark.xdist_group("spark"),
+    pytest.mark.slow,
+    pytest.mark.timeout(900),  # a hang guard: Spark jobs on a busy 2-core machine
+]
 
 runner = CliRunner()
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
