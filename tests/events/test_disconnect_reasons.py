@@ -1,14 +1,16 @@
 """The `disconnected` event says why the connection ended, on a real broker with real
 clients: the client's DISCONNECT (0x00, 0x04, an error code; 3.1.1), the keep alive
 timeout, a protocol error, a takeover, an administrator's disconnect, a blocked-list
-entry, and a socket closed without a DISCONNECT; with the MQTT reason code as a number
-where there is one."""
+entry, an expired token, and a socket closed without a DISCONNECT; with the MQTT reason
+code as a number where there is one."""
 
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
+import jwt
 import pytest
 
 from tests.harness import let_time_pass
@@ -152,3 +154,33 @@ def test_a_blocked_client(broker_factory: BrokerFactory, clients: Clients) -> No
     client.wait_closed()
     body = disconnected(watcher)
     assert (body["reason"], body["reason_code"]) == ("blocked", 0x98)
+
+
+JWT_SECRET = "a-test-secret-of-32-bytes-or-more!"
+JWT_CONFIG = (
+    CONFIG
+    + """[auth]
+anonymous = "never"
+providers = ["jwt"]
+[auth.jwt]
+algorithms = ["HS256"]
+secret_env = "MQTTQ_TEST_EVENTS_JWT_SECRET"
+"""
+)
+
+
+def test_an_expired_token(
+    broker_factory: BrokerFactory, clients: Clients, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("MQTTQ_TEST_EVENTS_JWT_SECRET", JWT_SECRET)
+    broker = broker_factory(config=JWT_CONFIG)
+    watcher = clients.raw(broker)
+    reader = {"sub": "ops", "subscribe_acl": ["$events/#"]}
+    watcher.connect("ops", password=jwt.encode(reader, JWT_SECRET, "HS256").encode())
+    watcher.subscribe(("$events/disconnected/short-lived", 1))
+    short = jwt.encode({"exp": int(time.time()) + 1}, JWT_SECRET, "HS256").encode()
+    client = clients.raw(broker)
+    assert client.connect("short-lived", password=short).reason_code == 0
+    client.wait_closed()  # when the token's exp has passed (wall clock: about a second)
+    body = disconnected(watcher)
+    assert (body["reason"], body["reason_code"]) == ("token_expired", 0xA0)
