@@ -5,6 +5,7 @@
   DEVICE queues in Redis or in the embedded broker's database.
 - `migration-check --pg URL --redis URL`: PostgreSQL and Redis after a migration, entry by
   entry; exit 1 when they differ.
+- `traffic --lake DIR`: what the fleet published in a window, from the data lake (issue 36).
 
 Every report prints rich tables on a terminal, or JSON with `--json`; `--out DIR` writes
 every section (per client too) as CSV or Parquet (`--format`), `--chart PNG` draws the
@@ -457,6 +458,89 @@ def migration_check_command(
         )
 
     run_report("migration-check", common, check, build, jdbc=True)
+
+
+@report_app.command("traffic")
+def traffic_command(
+    *,
+    lake: Annotated[
+        Path, typer.Option("--lake", metavar="DIR", help="The lake (mqttq lake run, lake sink).")
+    ],
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="TIME",
+            help="Window start: ISO 8601 (UTC unless it says), a date, or a duration before "
+            "--until such as 24h, 7d (default: 24h).",
+        ),
+    ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option("--until", metavar="TIME", help="Window end, excluded (default: now)."),
+    ] = None,
+    tenant: Annotated[
+        str | None, typer.Option("--tenant", help="Only this tenant's messages.")
+    ] = None,
+    level: Annotated[
+        int | None,
+        typer.Option("--level", min=1, metavar="N", help="Group topics by their first N levels."),
+    ] = None,
+    top: TopOption = 10,
+    master: MasterOption = "local[*]",
+    conf: ConfOption = None,
+    ui: UiOption = False,
+    as_json: ReportJsonOption = False,
+    out: OutOption = None,
+    out_format: FormatOption = OutFormat.csv,
+    chart: ChartOption = None,
+) -> None:
+    """What the fleet published in [--since, --until), from the data lake.
+
+    Per tenant (usage for billing), topic and publisher: messages, payload bytes, QoS mix,
+    retained, messages per hour; the top talkers; messages per UTC hour (--chart); the
+    silent devices (published in the previous window of the same length, not in this one).
+    """
+    from mqttq.lake.window import parse_window  # noqa: PLC0415
+
+    common = _common(
+        master=master,
+        conf=conf,
+        ui=ui,
+        as_json=as_json,
+        out=out,
+        out_format=out_format,
+        chart=chart,
+    )
+    try:
+        window = parse_window(since, until)
+    except ValueError as exc:
+        _fail(str(exc), EXIT_CONFIG)
+
+    def check() -> None:
+        from mqttq.lake.layout import LakeError  # noqa: PLC0415
+        from mqttq.lake.query import check_lake  # noqa: PLC0415
+        from mqttq.spark.reports import ReportError  # noqa: PLC0415
+
+        try:
+            check_lake(lake)
+        except LakeError as exc:
+            raise ReportError(str(exc)) from None
+
+    def build(spark: SparkSession, now_ms: int) -> Report:
+        from mqttq.lake.query import read_messages  # noqa: PLC0415
+        from mqttq.lake.traffic import traffic_report  # noqa: PLC0415
+
+        return traffic_report(
+            read_messages(spark, lake, typed=False),
+            window,
+            level=level,
+            tenant=tenant,
+            top=top,
+            source=f"the lake {lake}",
+        )
+
+    run_report("traffic", common, check, build)
 
 
 if __name__ == "__main__":
