@@ -154,6 +154,11 @@ class SessionBacklog:
         not yet: its first `room + held` entries hold every one there is room for, so a
         store that reads a queue in pieces (`fetch_after`) reads that many, not a long
         backlog whole at each refill."""
+        removing, self._removing = self._removing, None
+        if removing is not None:
+            # Its entries leave `_held` when it commits: a read from before that commit
+            # would hand them out again.
+            await removing
         self._behind = False
         self._refilling = True
         room = self._limit - len(self._waiting) - len(self._taken)

@@ -22,7 +22,6 @@ from mqttq.integrations.record import Delivery
 from mqttq.integrations.spec import DeliverySettings, IntegrationSpec
 from mqttq.model import Message
 from mqttq.storage.ports import QueuedMessage
-from mqttq.storage.sqlite.queue_mirror import QueueMirror
 from mqttq.storage.sqlite.store import SqliteStorage
 
 NAME = "hook"
@@ -132,23 +131,36 @@ def test_entries_fed_while_storage_is_read_are_delivered_once(tmp_path: Path) ->
     asyncio.run(scenario())
 
 
-def test_the_queue_mirror_keeps_an_integration_queue_past_the_default_limit() -> None:
-    # An integration's queue holds 65,535 (`queue_limit_of`): the store trims nothing at
-    # the default limit, so neither may the mirror forget it there (its backlog was then
-    # read back from the file, whole, at every refill).
-    mirror = QueueMirror(queue_limit=2)
-    mirror.start_empty()
-    client_id = session_id(NAME)
-    items = [(client_id, message(f"t/{i}", "a")) for i in range(3)]
-    entries = [QueuedMessage(i + 1, i + 1, m) for i, (_c, m) in enumerate(items)]
-    mirror.enqueued(items, entries)
-    taken = mirror.take(client_id, time.time())
-    assert taken is not None
-    assert [entry.serial for entry in taken[0]] == [1, 2, 3]
-    # Any other client still leaves the mirror past the store's limit.
-    others = [("device", m) for _c, m in items]
-    mirror.enqueued(others, entries)
-    assert mirror.take("device", time.time()) is None
+def test_a_backlog_past_the_store_queue_limit_leaves_memory_and_drains_from_the_file(
+    tmp_path: Path,
+) -> None:
+    # The store keeps an integration's queue up to 65,535 entries, its mirror in memory
+    # only up to the store's limit (10 here): past it the backlog is read from the file.
+    async def scenario() -> None:
+        storage = SqliteStorage(tmp_path / "mqttq.sqlite3", commit_interval=0.001, queue_limit=10)
+        await storage.open()
+        session = SimpleNamespace(client_id=session_id(NAME), feed=None, fetched_serial=0)
+        broker = SimpleNamespace(storage=storage)
+        backlog = SessionBacklog(broker, session, spec(max_in_flight=5))  # type: ignore[arg-type]
+        await backlog.open()
+        try:
+            topics = [f"t/{i}" for i in range(40)]
+            for start in range(0, 40, 10):
+                entries = await stored(
+                    storage, *(message(t, "a") for t in topics[start : start + 10])
+                )
+                for entry in entries:
+                    session.feed(entry)
+            got = await delivered(backlog, 40)
+            assert [d.topic for d in got] == topics
+            assert backlog.dropped() == 0
+            assert backlog.lag() == 0
+            assert await storage.fetch(session_id(NAME), time.time()) == []
+        finally:
+            backlog.close()
+            await storage.close()
+
+    asyncio.run(scenario())
 
 
 def test_a_queue_in_the_file_is_read_in_pieces_from_where_asked(tmp_path: Path) -> None:

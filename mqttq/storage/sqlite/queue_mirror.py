@@ -28,7 +28,6 @@ from collections.abc import Iterable, Sequence
 from typing import Final
 
 from mqttq.model import Message
-from mqttq.storage.memory import queue_limit_of
 from mqttq.storage.ports import QueuedMessage
 
 __all__ = ["MIRROR_LIMIT", "QueueMirror"]
@@ -43,9 +42,8 @@ class QueueMirror:
     """Per client, its live entries by packet id in serial order; see the module."""
 
     def __init__(self, queue_limit: int, limit: int = MIRROR_LIMIT) -> None:
-        """`queue_limit`: the store's per-client bound, as `queue_limit_of` applies it (an
-        enqueue past it trims in the file, and the client leaves the mirror); `limit`:
-        entries mirrored at most."""
+        """`queue_limit`: the store's per-client bound (an enqueue past it trims in the
+        file, and the client leaves the mirror); `limit`: entries mirrored at most."""
         self._queue_limit = queue_limit
         self._limit = limit
         self._everyone = False
@@ -94,11 +92,12 @@ class QueueMirror:
                 if not self._everyone:
                     continue
                 queue = queues[client_id] = {}
-            if len(queue) >= queue_limit_of(client_id, limit):
+            if len(queue) >= limit:
                 # The store trimmed the oldest to make room: which ones is its business.
-                # (Its limit, not the default: an integration's queue holds 65,535, and one
-                # dropped from here at 10,000 was read back from the file whole at each
-                # refill of its backlog.)
+                # An integration's queue, which the store keeps up to 65,535 entries
+                # (`queue_limit_of`), leaves here at the same point, so that the memory a
+                # sink that is down costs stays bounded: its backlog beyond lives on disk
+                # only, and its reader takes it from the file in pieces (`fetch_after`).
                 self._everyone = False
                 self._drop(client_id)
                 continue
