@@ -3,8 +3,9 @@ expired, message dropped.
 
 An event is published as a QoS 1 message in the client's tenant, with a JSON payload
 (`event`, `client_id`, `tenant`, `timestamp` in unix milliseconds, and what the kind
-adds: `address`, `protocol` and `listener` for connected, `reason` for disconnected and
-message dropped, `topic_filters`, `topic`, `qos`).
+adds: `address`, `protocol` and `listener` for connected, `reason` for disconnected
+(mqttq.broker.sessions.end_reasons, with `reason_code` where there is one) and message
+dropped, `topic_filters`, `topic`, `qos`).
 
 Two parties ask for events, and nothing is built for a kind neither asked for:
 - `[events] kinds` (`configure`), for MQTT subscribers: published on `[events] topic`

@@ -423,7 +423,7 @@ class Lifecycle:
                     session.space.name,
                     session.client_id,
                     reason=reason,
-                    reason_code=code,
+                    reason_code=int(code),  # a plain number, whatever IntEnum noted it
                 )
         self._release(client, session)
 
