@@ -63,7 +63,6 @@ PROPS_SCHEMA: Final = (
 
 _RAW: Final = ("_ktopic", "partition", "offset", "timestamp", "key", "value", "headers")
 """The Kafka source's columns `decode_records` keeps for the quarantine (`topic` renamed)."""
-_RAW_SELECT: Final = _RAW
 
 
 @dataclass(frozen=True)
@@ -117,19 +116,17 @@ def filter_regex(topic_filter: str, where: str = "topic filter") -> str:
         for index, level in enumerate(levels)
     ):
         raise LakeError(f"{where}: {topic_filter!r} is not a valid MQTT topic filter")
-    parts: list[str] = []
-    for index, level in enumerate(levels):
-        if level == "#":
-            # "a/#" also matches "a" [MQTT-4.7.1-2]
-            tail = "(/.*)?" if index else "([^$].*)?"
-            return "^" + "/".join(parts) + tail + "$" if parts else "^" + tail + "$"
-        if level == "+":
-            parts.append("[^/$][^/]*|" if index == 0 else "[^/]*")
-        else:
-            parts.append(re.escape(level))
-    if levels[0] == "+":
-        parts[0] = "([^/$][^/]*)?"
-    return "^" + "/".join(parts) + "$"
+    # A filter starting with a wildcard does not match topics starting with "$"
+    # [MQTT-4.7.2-1]; "a/#" also matches "a" [MQTT-4.7.1-2].
+    head = "(?!\\$)" if levels[0] in ("+", "#") else ""
+    if levels[-1] == "#":
+        body = "/".join(_level_regex(level) for level in levels[:-1])
+        return f"^{head}{body}(/.*)?$" if body else f"^{head}.*$"
+    return f"^{head}" + "/".join(_level_regex(level) for level in levels) + "$"
+
+
+def _level_regex(level: str) -> str:
+    return "[^/]*" if level == "+" else re.escape(level)
 
 
 def _byte(raw: Column, position: int | Column) -> Column:
@@ -144,9 +141,10 @@ def _uint16(raw: Column, position: Column | int) -> Column:
     return F.conv(F.hex(F.substring(raw, position, 2)), 16, 10).cast("int")
 
 
-def _double(raw: Column, position: int) -> Column:
-    """The big-endian IEEE 754 double at `position` (1-based): NaN for NaN, null for a
-    negative one (never written), exact otherwise (powers of two multiply exactly)."""
+def _double(position: int) -> Column:
+    """The big-endian IEEE 754 double at `position` (1-based) of the header column `_hdr`:
+    NaN for NaN, null for a negative one (never written), exact otherwise (powers of two
+    multiply exactly)."""
     from pyspark.sql import functions as F  # noqa: PLC0415
 
     bits = F.expr(f"try_cast(conv(hex(substring(_hdr, {position}, 8)), 16, 10) as bigint)")
@@ -176,7 +174,7 @@ def _decode_properties_series(raw: Any) -> Any:
 
     from mqttq.codec.enums import PacketType  # noqa: PLC0415
     from mqttq.codec.properties import decode_properties  # noqa: PLC0415
-    from mqttq.errors import MqttqError  # noqa: PLC0415
+    from mqttq.errors import Incomplete, MqttqError  # noqa: PLC0415
 
     pd: Any = importlib.import_module("pandas")  # no type stubs: held as Any
     rows: list[dict[str, Any]] = []
@@ -197,7 +195,8 @@ def _decode_properties_series(raw: Any) -> Any:
             if end != len(packed):
                 raise ValueError("bytes after the properties")
         except (MqttqError, ValueError, IndexError) as exc:
-            rows.append({**empty, "error": f"corrupt header: properties: {exc}"})
+            why = str(exc) or ("truncated" if isinstance(exc, Incomplete) else type(exc).__name__)
+            rows.append({**empty, "error": f"corrupt header: properties: {why}"})
             continue
         rows.append(
             {
@@ -241,8 +240,8 @@ def decode_records(
         _byte(hdr, 1).alias("_version"),
         _byte(hdr, 2).alias("_qos"),
         _byte(hdr, 3).alias("_retain"),
-        _double(hdr, 4).alias("_created"),
-        _double(hdr, 12).alias("_expires"),
+        _double(4).alias("_created"),
+        _double(12).alias("_expires"),
         tenant_length.alias("_tl"),
     )
     df = df.select(
@@ -309,7 +308,7 @@ def decode_records(
     typed = _typed_names(tuple(schemas))
     if not hourly:
         names.append("hour")  # for the quarantine split only; message_rows drops it
-    return df.select("reason", *names, *typed, *([TYPED_OK_COLUMN] if typed else []), *_RAW_SELECT)
+    return df.select("reason", *names, *typed, *([TYPED_OK_COLUMN] if typed else []), *_RAW)
 
 
 def _typed_names(schemas: tuple[TypedSchema, ...]) -> list[str]:
