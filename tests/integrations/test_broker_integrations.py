@@ -541,7 +541,7 @@ def test_client_events_reach_the_webhook_in_order(broker_factory: BrokerFactory)
         device.unsubscribe("cmd/sensor-7")
         device.disconnect()  # sends DISCONNECT 0x00 and closes
         wait_for(lambda: len(receiver.envelopes()) >= 4, what="sensor-7's four events")
-        raw = RawClient(broker.port)  # a connection that just goes away: abnormal
+        raw = RawClient(broker.port)  # a connection that just goes away: connection_lost
         raw.connect("sensor-8")
         raw.close()
 
@@ -563,7 +563,7 @@ def test_client_events_reach_the_webhook_in_order(broker_factory: BrokerFactory)
         bodies = [json.loads(item["payload"]) for item in receiver.envelopes()]
         assert bodies[1]["topic_filters"] == ["cmd/sensor-7"]
         assert bodies[3]["reason"] == "normal"
-        assert bodies[5]["reason"] == "abnormal"
+        assert bodies[5]["reason"] == "connection_lost"
         assert all(body["tenant"] == "default" for body in bodies)
         assert not any("$integration/" in body["client_id"] for body in bodies)
     finally:
