@@ -494,6 +494,16 @@ _SCHEMAS: Final[JSON] = {
         {
             "username": {"type": "string"},
             **_CREDENTIAL_FIELDS,
+            "scram": {
+                "type": "array",
+                "items": {"type": "string", "enum": ["SCRAM-SHA-256", "SCRAM-SHA-512"]},
+                "description": "The SCRAM mechanisms the credential authenticates with "
+                "(MQTT 5 enhanced authentication); empty without --scram.",
+            },
+            "x509_cn": {
+                "type": ["string", "null"],
+                "description": "An x509 credential's CN pattern; null for a password one.",
+            },
             "created_at": {"type": "number"},
             "updated_at": {"type": "number"},
         },
@@ -505,6 +515,8 @@ _SCHEMAS: Final[JSON] = {
             "publish_acl",
             "subscribe_acl",
             "acl_rules",
+            "scram",
+            "x509_cn",
             "created_at",
             "updated_at",
         ],

@@ -10,11 +10,11 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import time
-from typing import Any
 
 from aiohttp import web
 
 from mqttq.admin.call import Call
+from mqttq.admin.shapes import credential_json
 from mqttq.admin.validation import (
     ApiError,
     parse_credential_changes,
@@ -25,7 +25,6 @@ from mqttq.admin.validation import (
 from mqttq.auth.model import Credential
 from mqttq.auth.passwords import hash_password
 from mqttq.auth.ports import CredentialExists
-from mqttq.auth.rules import rule_dict
 
 __all__ = [
     "add_credential",
@@ -35,21 +34,6 @@ __all__ = [
     "list_credentials",
     "put_credential",
 ]
-
-
-def credential_json(credential: Credential) -> dict[str, Any]:
-    """The API's credential object: every field but the password hash."""
-    return {
-        "username": credential.username,
-        "tenant": credential.tenant,
-        "client_type": credential.client_type.value,
-        "client_id_pattern": credential.client_id_pattern,
-        "publish_acl": list(credential.publish_acl),
-        "subscribe_acl": list(credential.subscribe_acl),
-        "acl_rules": [rule_dict(rule) for rule in credential.acl_rules],
-        "created_at": credential.created_at,
-        "updated_at": credential.updated_at,
-    }
 
 
 async def list_credentials(call: Call) -> web.StreamResponse:

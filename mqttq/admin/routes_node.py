@@ -8,7 +8,7 @@ from aiohttp import web
 
 from mqttq.admin.call import Call
 from mqttq.admin.metrics import CONTENT_TYPE
-from mqttq.admin.routes_tenants import tenant_json
+from mqttq.admin.shapes import tenant_json
 from mqttq.broker.operations_kafka import KafkaStatusError
 from mqttq.cluster.status import ClusterStatusError
 

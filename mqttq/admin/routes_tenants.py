@@ -14,6 +14,7 @@ from aiohttp import web
 
 from mqttq.admin.backend import AdminBackend
 from mqttq.admin.call import Call
+from mqttq.admin.shapes import tenant_json
 from mqttq.admin.validation import ApiError, parse_rate, tenant_name
 from mqttq.auth.model import DEFAULT_TENANT, Tenant
 from mqttq.limits.quota import QUOTA_FIELDS, Quota
@@ -31,21 +32,6 @@ __all__ = [
 
 TCP_RATE_FIELD = "max_tcp_connection_rate"
 """The node limit beside the quota fields in GET/PUT /api/v1/limits."""
-
-
-def tenant_json(
-    name: str, quota: Quota, stored: Tenant | None, usage: dict[str, Any]
-) -> dict[str, Any]:
-    """The API's tenant object; `stored` is the tenant's row (None: it has none and
-    `quota` is the default)."""
-    return {
-        "name": name,
-        "quota": quota.to_dict(),
-        "stored": stored is not None,
-        "usage": usage,
-        "created_at": None if stored is None else stored.created_at,
-        "updated_at": None if stored is None else stored.updated_at,
-    }
 
 
 def _stored_json(backend: AdminBackend, tenant: Tenant) -> dict[str, Any]:

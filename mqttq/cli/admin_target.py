@@ -31,10 +31,11 @@ import typer
 
 from mqttq.admin.client import AdminApiError, AdminClient, AdminUnreachable
 from mqttq.admin.client import admin_url as admin_api_url
+from mqttq.admin.shapes import credential_json, tenant_json
 from mqttq.admin.token import TOKEN_FILE, read_discovery
 from mqttq.auth.model import DEFAULT_TENANT, Credential, Tenant
 from mqttq.auth.ports import AuthStore, AuthStoreError, CredentialExists
-from mqttq.cli.admin_views import JSON, credential_json, note, tenant_json
+from mqttq.cli.admin_views import JSON, note
 from mqttq.cli.errors import EXIT_CONFIG, EXIT_FAILURE, CliError, explain, print_error
 from mqttq.cli.serve_admin import AUTH_DB_NAME
 from mqttq.config import Settings, load_settings

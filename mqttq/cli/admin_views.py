@@ -3,7 +3,7 @@ credentials and integrations.
 
 Both commands print the admin API's JSON shapes (`--json`) or rich tables built from them,
 whether the data came from a running broker's API or straight from the database: direct
-mode turns model objects into the same shapes here (`tenant_json`, `credential_json`), so
+mode turns model objects into the same shapes (`mqttq.admin.shapes`), so
 the two modes print the same thing. Notes about where a command went go to stderr, so
 stdout holds only the result.
 """
@@ -20,14 +20,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from mqttq.auth.model import Credential, Tenant
-from mqttq.auth.rules import rule_dict
-from mqttq.limits.quota import QUOTA_FIELDS, Quota
+from mqttq.limits.quota import QUOTA_FIELDS
 
 __all__ = [
     "JSON",
     "QUOTA_LABELS",
-    "credential_json",
     "note",
     "print_json",
     "render_credential",
@@ -37,7 +34,6 @@ __all__ = [
     "render_tenant",
     "render_tenants",
     "say",
-    "tenant_json",
 ]
 
 JSON = dict[str, Any]
@@ -54,40 +50,6 @@ USAGE_FIELDS: Final = ("connections", "sessions", "topics")
 
 
 # --- JSON shapes (those of the admin API) ---------------------------------------------------
-
-
-def tenant_json(
-    name: str,
-    quota: Quota,
-    *,
-    stored: Tenant | None,
-    usage: Mapping[str, int] | None = None,
-) -> JSON:
-    """The API's tenant object: `stored` is the tenant's row (None: it has none and uses
-    `quota`, the default); `usage` is None when no broker was asked."""
-    return {
-        "name": name,
-        "quota": quota.to_dict(),
-        "stored": stored is not None,
-        "usage": None if usage is None else dict(usage),
-        "created_at": None if stored is None else stored.created_at,
-        "updated_at": None if stored is None else stored.updated_at,
-    }
-
-
-def credential_json(credential: Credential) -> JSON:
-    """The API's credential object: every field but the password hash."""
-    return {
-        "username": credential.username,
-        "tenant": credential.tenant,
-        "client_type": str(credential.client_type),
-        "client_id_pattern": credential.client_id_pattern,
-        "publish_acl": list(credential.publish_acl),
-        "subscribe_acl": list(credential.subscribe_acl),
-        "acl_rules": [rule_dict(rule) for rule in credential.acl_rules],
-        "created_at": credential.created_at,
-        "updated_at": credential.updated_at,
-    }
 
 
 # --- output ---------------------------------------------------------------------------------
@@ -254,6 +216,9 @@ def render_credential(credential: Mapping[str, Any]) -> None:
     table.add_row("publish acl", _acl(credential.get("publish_acl")))
     table.add_row("subscribe acl", _acl(credential.get("subscribe_acl")))
     table.add_row("acl rules", _rules(credential.get("acl_rules")))
+    table.add_row("scram", ", ".join(credential.get("scram") or ()) or "none")
+    if credential.get("x509_cn"):
+        table.add_row("x509 cn", str(credential.get("x509_cn")))
     table.add_row("created", _time(credential.get("created_at")))
     table.add_row("updated", _time(credential.get("updated_at")))
     _stdout().print(table)

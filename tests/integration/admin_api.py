@@ -18,6 +18,8 @@ CREDENTIAL_KEYS = frozenset(
         "tenant",
         "client_type",
         "client_id_pattern",
+        "scram",
+        "x509_cn",
         "publish_acl",
         "subscribe_acl",
         "acl_rules",

@@ -169,6 +169,11 @@ class ProviderChain:
         self._count(provider.name, _outcome(decision))
         return decision
 
+    def count(self, name: str, outcome: str) -> None:
+        """Count one answer of a mechanism that decides outside the chain (`scram`: MQTT 5
+        enhanced authentication) in `mqttq_auth_decisions_total{provider=name,outcome}`."""
+        self._count(name, outcome)
+
     def _count(self, name: str, outcome: str) -> None:
         key = (name, outcome)
         self._counts[key] = self._counts.get(key, 0) + 1

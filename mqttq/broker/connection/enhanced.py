@@ -101,6 +101,20 @@ async def authenticate_connect(
     """Run the CONNECT's exchange (see the module docstring): the Identity, a refusal for
     the CONNACK, or None when the client went away (nothing left to answer). Raises
     AuthStoreError when the store cannot be read (the admission answers 0x88)."""
+    result = await _exchange(client, request, store, chain, timeout)
+    if result is not None:
+        chain.count("scram", "allow" if isinstance(result, Identity) else "deny")
+    return result
+
+
+async def _exchange(
+    client: Client,
+    request: AuthRequest,
+    store: AuthStore,
+    chain: ProviderChain,
+    timeout: float,
+) -> Identity | AuthRefusal | None:
+    """`authenticate_connect`, uncounted."""
     method = request.authentication_method
     assert method is not None  # called only for a CONNECT with one
     session = EnhancedSession(store, request.client_id)
