@@ -232,21 +232,30 @@ class Sampler:
         self.clock = clock
         self.rows: deque[Row] = deque(maxlen=math.ceil(KEEP_SECONDS / interval) + 1)
         self._previous: Counters | None = None
+        self._baseline: Counters | None = None
+        """What the last row was measured from (a repeated step is measured from it too)."""
         self._task: asyncio.Task[None] | None = None
         self._samples = 0
         self._cpu = 0.0
         self._shared_failing = False
 
-    def sample_now(self) -> Row:
-        """Take one row now (at the current step) and keep it."""
+    def sample_now(self, step: float | None = None) -> Row:
+        """Take one row now and keep it, stamped `step` (the step the ticker woke for: an
+        early wake-up must not stamp the previous step) or else the current step. A
+        second row for the same step replaces the first and is measured from the same
+        baseline as it was, so a repeated step never reads as a rate over a few ms."""
         started = time.thread_time()
         now = self.clock()
         current = self.read(now)
-        t = math.floor(now / self.interval) * self.interval
-        row = sample_row(self._previous, current, t)
-        self._previous = current
+        t = math.floor(now / self.interval) * self.interval if step is None else step
+        previous = self._previous
         if self.rows and self.rows[-1]["t"] >= t:
-            self.rows.pop()  # the same step twice (a late tick): keep the newer
+            self.rows.pop()
+            previous = self._baseline
+        else:
+            self._baseline = previous
+        row = sample_row(previous, current, t)
+        self._previous = current
         self.rows.append(row)
         self._samples += 1
         self._cpu += time.thread_time() - started
@@ -299,7 +308,7 @@ class Sampler:
             next_step = (math.floor(now / self.interval) + 1) * self.interval
             await asyncio.sleep(max(0.0, next_step - now))
             try:
-                row = self.sample_now()
+                row = self.sample_now(next_step)
             except Exception:
                 # A bug in reading some counter must not end the history for good.
                 log.exception("dashboard sampler: a sample failed")

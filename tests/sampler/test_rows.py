@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from mqttq.admin.dashboard.history import cluster_columns, node_columns
 from mqttq.broker.sampler import Counters, Sampler, sample_row
 
@@ -73,6 +75,30 @@ def test_the_ring_keeps_an_hour_and_one_row_per_step() -> None:
     assert [row["t"] for row in list(sampler.rows)[-2:]] == [now[0] - 5.0, now[0]]
     assert [row["t"] for row in sampler.local(10)] == [now[0] - 10.0, now[0] - 5.0, now[0]]
     assert sampler.statistics()["samples"] == 802
+
+
+def test_an_early_wake_up_keeps_its_own_step_and_a_repeated_step_its_baseline() -> None:
+    # A steady 300 msg/s. The ticker wakes a hair before the step (the wall clock and
+    # the loop's clock disagree): the row is the step it woke for, at the real rate,
+    # never a rate measured over a few ms that reads 0.
+    now = [1000.0]
+
+    def read(at: float) -> Counters:
+        return counters(at, messages_in=round(at * 300))
+
+    sampler = Sampler(read, node_id="n1", interval=1.0, clock=lambda: now[0])
+    sampler.sample_now(1000.0)
+    for step in (1001.0, 1002.0, 1003.0):
+        now[0] = step - 0.0004
+        sampler.sample_now(step)
+    assert [row["t"] for row in sampler.rows] == [1000.0, 1001.0, 1002.0, 1003.0]
+    rates = [row["messages_in"] for row in list(sampler.rows)[1:]]
+    assert rates == [pytest.approx(300.0, rel=0.01)] * 3
+    # The same step again, 2 ms later: one row for it, measured from the step before.
+    now[0] += 0.002
+    again = sampler.sample_now(1003.0)
+    assert [row["t"] for row in sampler.rows][-2:] == [1002.0, 1003.0]
+    assert again["messages_in"] == pytest.approx(300.0, rel=0.01)
 
 
 def test_node_columns_have_one_value_per_step() -> None:
