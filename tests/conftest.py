@@ -60,9 +60,10 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "xdist_group(name): run on the same xdist worker")
 
 
-PROCESS_DIRS = ("faults", "kafka", "kafka_app", "kafka_infra", "cluster", "cluster_ops")
+PROCESS_DIRS = ("faults", "kafka", "kafka_infra", "cluster", "cluster_ops")
 """Folders whose tests all get `broker_process`: kill -9 and restarts of whole nodes
-(faults, cluster failover), and the Kafka-backed brokers, whose time goes to the JVM."""
+(faults, cluster failover), and the Kafka-backed brokers, whose time goes to the JVM.
+(tests/kafka_app runs its brokers in process; its kill -9 test carries the mark.)"""
 
 
 XDIST_GROUPS = {

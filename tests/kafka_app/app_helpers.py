@@ -10,11 +10,14 @@ from typing import Any
 from mqttq.auth.model import ClientType, Credential
 from mqttq.auth.passwords import hash_password
 from mqttq.storage.sqlite.auth import SqliteAuthStore
-from tests.conftest import BrokerProcess
+from tests.harness import BrokerProcess, InProcessBroker
 from tests.integration.helpers import Clients
 from tests.integration.raw_client import RawClient
 from tests.integration.wire import Prop
 from tests.kafka_service import KafkaServer
+
+ServedBroker = InProcessBroker | BrokerProcess
+"""The broker of an APPLICATION test: in this process, or `mqttq serve` for kill -9."""
 
 USER = "app"
 PASSWORD = b"app-secret"
@@ -37,7 +40,7 @@ def kafka_config(kafka: KafkaServer, prefix: str, extra: str = "", **application
     return "\n".join(lines) + "\n" + extra
 
 
-def add_app_credential(broker: BrokerProcess) -> None:
+def add_app_credential(broker: ServedBroker) -> None:
     """The credential `app` / `app-secret`, client type APPLICATION, any client id
     (written to the broker's auth store, which it reads at each CONNECT)."""
 
@@ -56,12 +59,12 @@ def add_app_credential(broker: BrokerProcess) -> None:
     asyncio.run(add())
 
 
-AppBroker = Callable[..., BrokerProcess]
+AppBroker = Callable[..., ServedBroker]
 
 
 def connect_app(
     clients: Clients,
-    broker: BrokerProcess,
+    broker: ServedBroker,
     client_id: str,
     *,
     receive_maximum: int | None = None,

@@ -1,12 +1,13 @@
 """Fixtures of the APPLICATION-client tests: real PostgreSQL and Kafka (started on first
-use, once per session)."""
+use, once per session), and brokers with the Kafka log on, in the test's process unless
+the test is marked `broker_process` (kill -9)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.conftest import BrokerFactory, BrokerProcess
-from tests.kafka_app.app_helpers import add_app_credential, kafka_config
+from tests.conftest import BrokerFactory
+from tests.kafka_app.app_helpers import ServedBroker, add_app_credential, kafka_config
 from tests.kafka_service import KafkaServer
 
 __all__ = ["AppBrokerFactory", "app_broker"]
@@ -21,7 +22,7 @@ class AppBrokerFactory:
         self.kafka = kafka
         self.prefix = prefix
 
-    def __call__(self, extra: str = "", **application: object) -> BrokerProcess:
+    def __call__(self, extra: str = "", **application: object) -> ServedBroker:
         broker = self.factory(kafka_config(self.kafka, self.prefix, extra, **application))
         add_app_credential(broker)
         return broker

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, OffsetSpec
 
@@ -118,6 +119,7 @@ def test_reconnect_resends_unacked_with_same_ids(
     again.expect_silence(0.5)
 
 
+@pytest.mark.broker_process
 def test_kill9_loses_nothing_acknowledged(app_broker: AppBrokerFactory, clients: Clients) -> None:
     """The broker is killed (-9) in the middle of a pack: every message the publisher got
     a PUBACK for reaches the APPLICATION client after the restart, in order."""

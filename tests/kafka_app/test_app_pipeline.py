@@ -11,11 +11,10 @@ from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from mqttq.storage.kafka.app_topics import app_group, app_topic
-from tests.conftest import BrokerProcess
 from tests.integration.helpers import Clients
 from tests.integration.raw_client import RawClient
 from tests.integration.waiting import wait_for
-from tests.kafka_app.app_helpers import connect_app
+from tests.kafka_app.app_helpers import ServedBroker, connect_app
 from tests.kafka_app.conftest import AppBrokerFactory
 from tests.kafka_app.test_app_delivery import publish_all
 
@@ -40,7 +39,7 @@ def end_offset(factory: AppBrokerFactory, client_id: str) -> int:
 
 def backlog(
     app_broker: AppBrokerFactory, clients: Clients, client_id: str, count: int, **settings: object
-) -> tuple[BrokerProcess, list[bytes]]:
+) -> tuple[ServedBroker, list[bytes]]:
     """A broker whose APPLICATION client `client_id` (subscribed to p/#, QoS 1) was
     offline while `count` messages were published: (broker, payloads)."""
     broker = app_broker(**settings)
