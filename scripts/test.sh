@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's second command (and all that CI runs): install the Debian test services
 # when missing, refresh ./.venv with the test and docs extras, then run ruff, mypy, the layers
-# contract (lint-imports), the docs build (mkdocs --strict) and pytest.
+# contract (lint-imports), the docs build (mkdocs --strict), the dashboard's front end
+# (eslint and a rebuild that must match the committed files) and pytest.
 # Every check runs even when an earlier one fails; the exit status is non-zero if any
 # failed. Arguments go to pytest, e.g. `./scripts/test.sh tests/unit -k trie`.
 set -euo pipefail
@@ -33,6 +34,18 @@ check() {
     fi
 }
 
+# The dashboard's front end, in the background while the Python checks run (npm ci is mostly
+# network): eslint, then the build, whose output must be the committed files byte for byte.
+dashboard_log=$(mktemp)
+if command -v npm >/dev/null 2>&1; then
+    { "$ROOT/scripts/build-dashboard.sh" &&
+        git diff --exit-code --stat -- mqttq/admin/dashboard/static; } >"$dashboard_log" 2>&1 &
+    dashboard_pid=$!
+else
+    dashboard_pid=
+    echo "==> dashboard build: skipped (no npm; the committed files are served)" >&2
+fi
+
 check "ruff check" "$VENV/bin/ruff" check mqttq tests benchmarks docs/hooks
 check "ruff format" "$VENV/bin/ruff" format --check mqttq tests benchmarks docs/hooks
 check "mypy" "$VENV/bin/mypy"
@@ -40,6 +53,14 @@ check "mypy" "$VENV/bin/mypy"
 check "lint-imports" "$VENV/bin/lint-imports"
 # The documentation site: a broken link or a page missing from the nav fails the build.
 check "mkdocs build" env NO_MKDOCS_2_WARNING=1 "$VENV/bin/mkdocs" build --strict --quiet --site-dir "$ROOT/site"
+if [[ -n $dashboard_pid ]]; then
+    echo "==> dashboard build (eslint, esbuild, same files as committed)" >&2
+    if ! wait "$dashboard_pid"; then
+        cat "$dashboard_log" >&2
+        failed+=("dashboard build")
+    fi
+fi
+rm -f "$dashboard_log"
 if ((${#failed[@]} > 0)); then
     echo "==> failed so far: ${failed[*]} (running the tests anyway)" >&2
 fi
