@@ -120,7 +120,17 @@ def run_sql(spark: SparkSession, lake: Path, sql: str) -> DataFrame:
     from mqttq.spark.session import spark_error_line  # noqa: PLC0415
 
     register_views(spark, lake)
+    quiet_sql_errors()
     try:
         return spark.sql(sql)
     except PySparkException as exc:
         raise LakeError(f"bad SQL: {spark_error_line(exc)}") from None
+
+
+def quiet_sql_errors() -> None:
+    """Keep PySpark from logging a failed statement's whole Java stack on stderr (its
+    `SQLQueryContextLogger`): the CLI prints the one line that matters."""
+    from pyspark.logger import PySparkLogger  # noqa: PLC0415
+
+    logger = PySparkLogger.getLogger("SQLQueryContextLogger")
+    logger.disabled = True

@@ -1,0 +1,137 @@
+"""`mqttq lake replay`: archived messages (a lake written by pyarrow) published again into
+a real broker; a real MQTT 5 subscriber receives them in each publisher's order, with their
+MQTT 5 properties; the window and the filter leave the rest out; errors are one line."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+from typer.testing import CliRunner, Result
+
+from mqttq.cli.lake import lake_app
+from tests.conftest import BrokerUnderTest
+from tests.integration.raw_client import RawClient
+from tests.integration.wire import Prop
+from tests.lake.lake_rows import Row, at, write_lake
+from tests.services import free_port
+
+runner = CliRunner()
+T0 = at("2026-11-10T10:00:00")
+PROPS_ROW = Row(
+    "acme",
+    "a",
+    "sensors/a/t",
+    T0,
+    b"a0",
+    partition=0,
+    offset=0,
+    content_type="application/json",
+    response_topic="replies/a",
+    correlation_data=b"\x00corr",
+    user_properties=(("site", "north"), ("site", "south"), ("k", "v")),
+    expires_at=T0 + timedelta(seconds=3600),
+)
+ROWS = [
+    PROPS_ROW,
+    # Publisher b interleaves with a in time; each keeps its own order.
+    *(
+        Row(
+            "acme",
+            "b",
+            "sensors/b/t",
+            T0 + timedelta(seconds=2 * i + 1),
+            f"b{i}".encode(),
+            partition=1,
+            offset=10 + i,
+        )
+        for i in range(3)
+    ),
+    *(
+        Row(
+            "acme",
+            "a",
+            "sensors/a/t",
+            T0 + timedelta(seconds=2 * i),
+            f"a{i}".encode(),
+            partition=0,
+            offset=i,
+        )
+        for i in range(1, 5)
+    ),
+    Row("beta", "c", "other/x", T0, b"not matched"),
+    Row("acme", "a", "sensors/a/t", at("2026-11-09T10:00:00"), b"before the window"),
+    Row("acme", "a", "sensors/a/t", at("2026-11-11T00:00:00"), b"after the window"),
+]
+WINDOW = ("--since", "2026-11-10T00:00:00Z", "--until", "2026-11-11T00:00:00Z")
+
+
+def replay(lake: Path, port: int, *args: str) -> Result:
+    return runner.invoke(
+        lake_app,
+        ["replay", "--lake", str(lake), *WINDOW, "--port", str(port), *args],
+        catch_exceptions=False,
+    )
+
+
+def test_replay_delivers_in_order_with_properties(broker: BrokerUnderTest, tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    write_lake(lake, ROWS)
+    subscriber = RawClient(broker.port)
+    subscriber.connect("replay-sub", level=5)
+    subscriber.subscribe(("replay/#", 1))
+    result = replay(
+        lake,
+        broker.port,
+        "--filter",
+        "sensors/#",
+        "--prefix",
+        "replay/",
+        "--json",
+        "--rate",
+        "1000",
+    )
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    summary = json.loads(result.stdout)
+    assert summary["event"] == "replayed"
+    assert (summary["selected"], summary["published"], summary["refused"]) == (8, 8, 0)
+    received = subscriber.receive_messages(8)
+    subscriber.expect_silence(0.3)
+    by_topic: dict[str, list[bytes]] = {}
+    for message in received:
+        assert message.qos == 1
+        by_topic.setdefault(message.topic, []).append(message.payload)
+    assert by_topic == {
+        "replay/sensors/a/t": [b"a0", b"a1", b"a2", b"a3", b"a4"],
+        "replay/sensors/b/t": [b"b0", b"b1", b"b2"],
+    }
+    first = next(m for m in received if m.payload == b"a0")
+    assert first.props.get(Prop.CONTENT_TYPE) == "application/json"
+    assert first.props.get(Prop.RESPONSE_TOPIC) == "replies/a"
+    assert first.props.get(Prop.CORRELATION_DATA) == b"\x00corr"
+    assert first.props.all(Prop.USER_PROPERTY) == [
+        ("site", "north"),
+        ("site", "south"),
+        ("k", "v"),
+    ]
+    assert 3500 <= first.props.get(Prop.MESSAGE_EXPIRY_INTERVAL) <= 3600
+    plain = next(m for m in received if m.payload == b"b1")
+    assert Prop.CONTENT_TYPE not in plain.props
+    subscriber.disconnect()
+
+
+def test_replay_errors_are_one_line(tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    write_lake(lake, ROWS)
+    refused = replay(lake, free_port(), "--json")
+    assert refused.exit_code == 1
+    (line,) = refused.stderr.strip().splitlines()
+    assert line.startswith("mqttq: error: replay to 127.0.0.1:")
+    bad_filter = replay(lake, free_port(), "--filter", "a/#/b")
+    assert bad_filter.exit_code == 2
+    (line,) = bad_filter.stderr.strip().splitlines()
+    assert line.startswith("mqttq: error: bad --filter 'a/#/b'")
+    missing = replay(tmp_path / "nowhere", free_port())
+    assert missing.exit_code == 1
+    assert missing.stderr.startswith("mqttq: error: no lake at ")
