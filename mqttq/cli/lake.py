@@ -174,10 +174,12 @@ def run(  # noqa: PLR0917 (one parameter per option)
         app_name="mqttq-lake",
         packages=(KAFKA_PACKAGE,),
     )
-    _run(options, spark_options, infer=infer, as_json=as_json)
+    _run(options, spark_options, info, infer=infer, as_json=as_json)
 
 
-def _run(options: Any, spark_options: Any, *, infer: bool, as_json: bool) -> None:
+def _run(options: Any, spark_options: Any, info: Any, *, infer: bool, as_json: bool) -> None:
+    """Start Spark, settle the typed columns, stream until done or signalled; one line and
+    exit 1 when Spark or a batch fails."""
     from dataclasses import replace  # noqa: PLC0415
 
     from mqttq.lake.layout import LakeError  # noqa: PLC0415
@@ -202,10 +204,6 @@ def _run(options: Any, spark_options: Any, *, infer: bool, as_json: bool) -> Non
         spark = build_session(spark_options)
     except SparkError as exc:
         _fail(str(exc), EXIT_CONFIG if "bad --" in str(exc) else EXIT_FAILURE)
-    from mqttq.lake.layout import read_lake_info  # noqa: PLC0415
-
-    info = read_lake_info(options.lake)
-    assert info is not None
     try:
         if not options.schemas:
             inferred = load_inferred(options.lake)
@@ -328,3 +326,9 @@ def expire(
 
 
 # Other lake commands: one registration line each.
+from mqttq.cli import lake_query  # noqa: E402 (registered after lake_app exists)
+
+lake_app.command("query")(lake_query.query_command)
+from mqttq.cli import lake_replay  # noqa: E402
+
+lake_app.command("replay")(lake_replay.replay_command)

@@ -169,12 +169,14 @@ def _object_fields(schema: str) -> list[tuple[str, str]]:
     if not match:
         return []
     fields: list[tuple[str, str]] = []
-    depth, start, body = 0, 0, match.group(1)
     parts: list[str] = []
-    for index, char in enumerate(body):
-        depth += (char in "<(" and 1) or 0
-        depth -= (char in ">)" and 1) or 0
-        if char == "," and depth == 0:
+    depth, start, body = 0, 0, match.group(1)
+    for index, char in enumerate(body):  # split on the commas between top-level fields
+        if char in "<(":
+            depth += 1
+        elif char in ">)":
+            depth -= 1
+        elif char == "," and depth == 0:
             parts.append(body[start:index])
             start = index + 1
     parts.append(body[start:])

@@ -34,6 +34,7 @@ DEADLINE = 600.0
 """Bounds a hang (JVMs on a loaded 2-core machine, the connector's first download); never a
 performance bound."""
 PREFIX = "t.lake."
+CLUSTER_MASTER = "local-cluster[2,1,1024]"
 TOPIC = f"{PREFIX}msg.all"
 SCHEMA = """
 [lake.schema."sensors/+/temp"]
@@ -65,11 +66,12 @@ def lake_command(*args: str) -> list[str]:
 
 
 def run_to_end(
-    args: list[str], *, timeout: float = DEADLINE
+    args: list[str], *, timeout: float = DEADLINE, env: dict[str, str] | None = None
 ) -> tuple[int, list[dict[str, Any]], str]:
     """Run `mqttq lake ...` to its end: exit code, its JSON lines, its stderr."""
     done = subprocess.run(
         lake_command(*args),
+        env=env,
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -181,8 +183,9 @@ def lake_scenario(
     kafka: KafkaServer, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Scenario]:
     """The scenario: a broker on the Kafka log, messages published through it and foreign
-    records; `lake run` killed with SIGKILL after its second batch, then run again with
-    `--available-now` to the end, with `[lake.schema]` typed columns."""
+    records; `lake run` (local[2]) killed with SIGKILL after its second batch, then run
+    again with `--available-now` to the end on `local-cluster[2,1,1024]`, both with
+    `[lake.schema]` typed columns."""
     work = tmp_path_factory.mktemp("lake")
     broker = InProcessBroker(work / "broker", log_config(kafka.bootstrap, PREFIX))
     broker.start()
@@ -214,6 +217,10 @@ def lake_scenario(
         for pipe in (proc.stdin, proc.stdout, proc.stderr):
             if pipe is not None:
                 pipe.close()
+    # The restart runs on a local cluster: executors in JVMs of their own, with their own
+    # Python workers decoding the properties (one Spark start less than a separate test).
+    # MQTTQ_PURE's source loader reads files by path and cannot import from the zip Spark
+    # ships to those executors: the restart runs the build as installed.
     code, lines, stderr = run_to_end(
         [
             "run",
@@ -223,9 +230,12 @@ def lake_scenario(
             str(config),
             "--available-now",
             "--master",
-            "local[2]",
+            CLUSTER_MASTER,
+            "--conf",
+            "spark.executor.memory=512m",
             "--json",
-        ]
+        ],
+        env={k: v for k, v in os.environ.items() if k != "MQTTQ_PURE"},
     )
     scenario.second_code, scenario.second_run, scenario.second_stderr = code, lines, stderr
     yield scenario
