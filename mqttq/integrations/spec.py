@@ -64,6 +64,7 @@ SINK_TYPES: Final[dict[str, SinkType]] = {
         "mqttq.integrations.sinks.postgres", "PostgresSinkSettings", "PostgresSink", "url"
     ),
     "mqtt": SinkType("mqttq.integrations.sinks.mqtt", "MqttSinkSettings", "MqttSink", "host"),
+    "lake": SinkType("mqttq.integrations.sinks.lake", "LakeSinkSettings", "LakeSink", "path"),
 }
 """Every sink type by the name `type = "..."` gives it: read by validation, the CLI's help
 and the worker that builds the sink."""
