@@ -123,6 +123,8 @@ class _Connection(asyncio.Protocol):
         self.delivery: asyncio.Task[None] | None = None
         self._writable: asyncio.Future[None] | None = None
         self._paused = False
+        self._out: list[bytes] = []
+        """PUBLISHes `send_soon` keeps for one write at the end of this loop iteration."""
 
     # -- asyncio.Protocol --------------------------------------------------------------
 
@@ -153,9 +155,28 @@ class _Connection(asyncio.Protocol):
     # -- used by the client ---------------------------------------------------------------
 
     def send(self, data: bytes) -> None:
+        """Write `data` now, after what `send_soon` kept."""
+        self.flush()
         transport = self.transport
         if transport is not None and not transport.is_closing():
             transport.write(data)
+
+    def send_soon(self, data: bytes) -> None:
+        """Write `data` with the others sent in this loop iteration, in one write when it
+        ends (a batch's PUBLISHes: one write and one system call, not one each)."""
+        if not self._out:
+            asyncio.get_running_loop().call_soon(self.flush)
+        self._out.append(data)
+
+    def flush(self) -> None:
+        """Write what `send_soon` kept."""
+        out = self._out
+        if not out:
+            return
+        self._out = []
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.write(b"".join(out))
 
     async def wait_writable(self) -> None:
         """Return once the transport's write buffer is below its high-water mark."""
@@ -167,6 +188,7 @@ class _Connection(asyncio.Protocol):
         """Close the connection (if open) and record why; the first reason wins."""
         if not self.lost.done():
             self.lost.set_result(reason)
+        self._out = []
         if self.transport is not None:
             self.transport.abort()
             self.transport = None
@@ -359,7 +381,7 @@ class MqttClient:
         packet = PublishPacket(topic, payload, 1, retain, False, packet_id, props)
         future: asyncio.Future[ReasonCode] = asyncio.get_running_loop().create_future()
         self._inflight[packet_id] = (packet, future)
-        conn.send(encode_packet(packet, self._level))
+        conn.send_soon(encode_packet(packet, self._level))
         await conn.wait_writable()
         return future
 
