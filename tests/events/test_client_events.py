@@ -15,6 +15,7 @@ import pytest
 
 from mqttq.broker.events import ClientEvents
 from mqttq.errors import ConfigError
+from tests.harness import let_time_pass
 from tests.integration.helpers import Clients
 from tests.integration.raw_client import RawClient
 from tests.integration.waiting import DEADLINE, BrokerFactory
@@ -85,6 +86,7 @@ def test_an_abnormal_disconnect_and_a_311_client(
 REJECT_NEW = '[mqtt]\nmax_queued_messages = 1\nqueue_full_policy = "reject_new"\n'
 
 
+@pytest.mark.manual_clock
 def test_session_expired(broker_factory: BrokerFactory, clients: Clients) -> None:
     broker = broker_factory(config=f"[events]\nkinds = {ALL_KINDS}\n")
     watcher = clients.connected(broker, "watcher")
@@ -92,6 +94,7 @@ def test_session_expired(broker_factory: BrokerFactory, clients: Clients) -> Non
     sleeper = clients.raw(broker)
     sleeper.connect("sleeper", clean=False, props=[(Prop.SESSION_EXPIRY_INTERVAL, 1)])
     sleeper.disconnect()
+    let_time_pass(broker, 1.5, offline=["sleeper"])  # past the 1 s expiry
     [(topic, body)] = events(watcher, 1)
     assert topic == "$events/session_expired/sleeper"
     assert (body["event"], body["client_id"]) == ("session_expired", "sleeper")
