@@ -21,7 +21,9 @@ persistent session, or another integration).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import logging
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -42,6 +44,8 @@ if TYPE_CHECKING:
     from mqttq.broker.sessions.session import Session
 
 __all__ = ["BrokerIntegrations", "SessionBacklog", "dead_letter_topic", "session_id"]
+
+log = logging.getLogger(__name__)
 
 DEAD_LETTER_PREFIX: Final = "$integrations/"
 
@@ -255,7 +259,10 @@ class SessionBacklog:
         if previous is not None:
             await previous
         if entries:
-            self._removing = asyncio.ensure_future(self._remove(entries))
+            removing = self._removing = asyncio.ensure_future(self._remove(entries))
+            # Logged here, also when no settle or refill comes to await it (the integration
+            # was removed, the broker stops), instead of as a "never retrieved" task.
+            removing.add_done_callback(functools.partial(_log_failed_removal, self.spec.name))
 
     def give_back(self) -> None:
         """What was taken and not settled goes back to the front (sent again)."""
@@ -280,6 +287,17 @@ class SessionBacklog:
                 held = self._held
                 for entry in entries:
                     held.discard(entry.serial)
+
+
+def _log_failed_removal(name: str, future: asyncio.Future[None]) -> None:
+    error = None if future.cancelled() else future.exception()
+    if error is not None:
+        log.warning(
+            "integration %s: removing delivered messages from its backlog failed (%s); "
+            "they are delivered again after a restart",
+            name,
+            error,
+        )
 
 
 class BrokerIntegrations:
