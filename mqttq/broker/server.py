@@ -191,7 +191,7 @@ class Broker:
                 await self.reload_tenants()
             except MqttqError as error:
                 logger.warning("tenant quotas not reloaded: %s", error)
-            self.hub.purge_expired_retained(time.time())
+            self.hub.purge_expired_retained(self.hub.clock())
             self.drop_idle_tenants()
 
     def drop_idle_tenants(self) -> int:

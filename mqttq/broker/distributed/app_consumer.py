@@ -121,7 +121,7 @@ class AppConsumer:
         if pack.waiting and not self._stopping and not client.closed and app.writable.is_set():
             window = client.conn.client_receive_maximum
             flush_every = app.log.settings.flush_every
-            now = time.time()
+            now = app.session.hub.clock()
             # In chunks of flush_every, each written out at once: the transport sees its
             # buffer grow (and calls pause_writing) before the rest is encoded.
             while app.writable.is_set() and not client.closed:
