@@ -212,7 +212,7 @@ class JwtProvider:
         if username is None and self.token_field == "password":
             username = request.username
         tenant = claims.get(names.tenant, DEFAULT_TENANT)
-        kind = _CLIENT_TYPES.get(claims.get(names.client_type, "DEVICE"))
+        kind = _CLIENT_TYPES.get(claims.get(names.client_type, ClientType.DEVICE.value))
         publish = claims.get(names.publish_acl)
         subscribe = claims.get(names.subscribe_acl)
         expires = claims.get("exp")
