@@ -20,7 +20,9 @@ Three figures, one fresh Kafka node (scripts/kafka-local.sh) in a temporary dire
 from __future__ import annotations
 
 import argparse
+import functools
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -34,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from benchmarks.distributed import kafka_log
 from benchmarks.distributed.kafka_log import kafka_config, run_mode
 from benchmarks.harness.brokers import install_sigterm_handler, start_mqttq, stop_all, stop_broker
 from benchmarks.harness.scenarios import Scenario, Timing
@@ -259,6 +262,16 @@ def broker_ratio(work: Path, kafka: KafkaServer, duration: float) -> dict[str, A
     }
 
 
+def keep_pure_brokers() -> None:
+    """With MQTTQ_PURE=1 here (compiled modules older than the tree), the brokers this
+    script starts run the sources too: `start_mqttq` drops MQTTQ_* variables otherwise."""
+    if os.environ.get("MQTTQ_PURE") != "1":
+        return
+    pure = functools.partial(start_mqttq, settings_env={"MQTTQ_PURE": "1"})
+    globals()["start_mqttq"] = pure
+    kafka_log.start_mqttq = pure  # type: ignore[assignment]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--records", type=int, default=1_800_000)
@@ -269,6 +282,7 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     install_sigterm_handler()
+    keep_pure_brokers()
     only = set(args.only or ("rate", "visibility", "ratio"))
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="mqttq-lake-bench-") as tmp:
