@@ -117,3 +117,48 @@ def test_the_fields_infer_keeps() -> None:
     )
     assert _object_fields(schema) == [("humidity", "bigint"), ("t", "double"), ("u", "string")]
     assert _object_fields("ARRAY<INT>") == []
+
+
+def test_the_terminal_line_of_a_batch() -> None:
+    """On a terminal each batch is one line: messages, quarantined, untyped, rate,
+    duration and the lag behind the log."""
+    import io  # noqa: PLC0415
+
+    from rich.console import Console  # noqa: PLC0415
+
+    from mqttq.cli.lake import _printer  # noqa: PLC0415
+
+    out = io.StringIO()
+    emit = _printer(Console(file=out, width=200, highlight=False))
+    emit(
+        {
+            "event": "batch",
+            "batch": 3,
+            "messages": 901877,
+            "quarantined": 2,
+            "untyped": 12,
+            "processed_rate": 30980.4,
+            "batch_seconds": 29.1,
+            "lag": 1220,
+        }
+    )
+    assert out.getvalue() == (
+        "batch 3: 901,877 messages (2 quarantined, 12 untyped) · 30,980 msg/s · 29.1s · lag 1,220\n"
+    )
+
+
+def test_hourly_partitions_close_with_their_hour(tmp_path: Path) -> None:
+    from datetime import UTC, datetime  # noqa: PLC0415
+
+    from mqttq.lake.partitions import Partition, partitions  # noqa: PLC0415
+
+    table = tmp_path / "messages"
+    for hour in ("09", "10"):
+        (table / "tenant=a" / "date=2026-01-01" / f"hour={hour}").mkdir(parents=True)
+    (table / "tenant=a" / ".date=2026-01-01.compact-1").mkdir()  # hidden: not a partition
+    found = sorted(str(p.relative) for p in partitions(table))
+    assert found == ["tenant=a/date=2026-01-01/hour=09", "tenant=a/date=2026-01-01/hour=10"]
+    now = datetime(2026, 1, 1, 10, 30, tzinfo=UTC)
+    nine = Partition(table, Path("tenant=a/date=2026-01-01/hour=09"))
+    ten = Partition(table, Path("tenant=a/date=2026-01-01/hour=10"))
+    assert (nine.closed(now), ten.closed(now)) == (True, False)
