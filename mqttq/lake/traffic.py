@@ -30,10 +30,10 @@ __all__ = ["traffic_report", "traffic_rows"]
 _US = 1_000_000
 
 
-def _utc_hour(created_at: Column) -> Column:
-    seconds = F.unix_seconds(created_at)
-    day = F.date_from_unix_date(F.floor(seconds / 86_400).cast("int")).cast("string")
-    hour = F.lpad(F.floor(F.pmod(seconds, 86_400) / 3_600).cast("string"), 2, "0")
+def _hour_label(hours: Column) -> Column:
+    """Hours since the epoch as `YYYY-MM-DDTHH:00Z` (UTC, whatever the session's zone)."""
+    day = F.date_from_unix_date(F.floor(hours / 24).cast("int")).cast("string")
+    hour = F.lpad(F.pmod(hours, 24).cast("string"), 2, "0")
     return F.concat(day, F.lit("T"), hour, F.lit(":00Z"))
 
 
@@ -58,21 +58,20 @@ def _in_window(
 def traffic_rows(
     messages: DataFrame, window: Window, *, level: int | None, tenant: str | None = None
 ) -> DataFrame:
-    """The window's messages grouped by (tenant, client_id, topic, hour): messages, bytes,
-    qos0, qos1, qos2, retained. Every other section sums these (far fewer rows than
-    messages)."""
+    """The window's messages grouped by (tenant, client_id, topic): messages, bytes, qos0,
+    qos1, qos2, retained. Every section but the hourly one sums these (far fewer rows than
+    messages; grouping by hour too would multiply them by the window's hours)."""
     return (
         _in_window(messages, window, window.since, tenant)
         .select(
             "tenant",
             "client_id",
             topic_key(level).alias("topic"),
-            _utc_hour(F.col("created_at")).alias("hour"),
             F.length("payload").alias("size"),
             "qos",
             "retain",
         )
-        .groupBy("tenant", "client_id", "topic", "hour")
+        .groupBy("tenant", "client_id", "topic")
         .agg(
             F.count(F.lit(1)).alias("messages"),
             F.sum("size").cast("long").alias("bytes"),
@@ -123,15 +122,19 @@ def per_client(rows: DataFrame, hours: float) -> DataFrame:
     )
 
 
-def per_hour(rows: DataFrame) -> DataFrame:
+def per_hour(messages: DataFrame, window: Window, tenant: str | None = None) -> DataFrame:
     """Messages and payload bytes per UTC hour of the window that had any, in order."""
+    # Hours since the epoch: a long is cheaper to group by than a label per row.
+    hour = F.floor(F.unix_seconds(F.col("created_at")) / 3_600)
     return sorted_small(
-        rows.groupBy("hour").agg(
-            F.sum("messages").cast("long").alias("messages"),
-            F.sum("bytes").cast("long").alias("payload_bytes"),
+        _in_window(messages, window, window.since, tenant)
+        .groupBy(hour.alias("hour"))
+        .agg(
+            F.count(F.lit(1)).alias("messages"),
+            F.sum(F.length("payload")).cast("long").alias("payload_bytes"),
         ),
         "hour",
-    )
+    ).select(_hour_label(F.col("hour")).alias("hour"), "messages", "payload_bytes")
 
 
 def silent_devices(
@@ -203,8 +206,12 @@ def traffic_report(
     top: int = 10,
     source: str = "",
 ) -> Report:
-    """The report's sections (the grouped rows cached: every section derives from them)."""
+    """The report's sections (the grouped rows computed once and cached: every section
+    derives from them)."""
     rows = traffic_rows(messages, window, level=level, tenant=tenant).cache()
+    # Materialized once, here: the first section's job reads `rows` from two branches (the
+    # totals and the silent devices' anti join), and would compute it in both.
+    rows.count()
     hours = window.hours
     silent = silent_devices(messages, rows, window, tenant).cache()
     clients = per_client(rows, hours)
@@ -223,7 +230,7 @@ def traffic_report(
             f"the {top} top talkers",
             clients.orderBy(F.col("messages").desc(), "tenant", "client_id").limit(top),
         ),
-        Section("hourly", "messages per hour (UTC)", per_hour(rows), shown=48),
+        Section("hourly", "messages per hour (UTC)", per_hour(messages, window, tenant), shown=48),
         Section("silent", "silent devices (published in the previous window only)", silent),
         Section("topics", "per topic", topics.orderBy("tenant", "topic"), SectionKind.DATA),
         Section("clients", "per client", clients.orderBy("tenant", "client_id"), SectionKind.DATA),
