@@ -137,16 +137,37 @@ def _kafka_reader(spark: SparkSession, options: RunOptions, *, stream: bool) -> 
 
 def infer_schema(spark: SparkSession, options: RunOptions, sample: int = 10_000) -> TypedSchema:
     """Typed columns for every topic (`#`) from the top-level scalar keys of up to `sample`
-    JSON object payloads at the start of the log (`schema_of_variant_agg`)."""
+    JSON object payloads at the start of the log: each key gets the type most of its
+    values have (`schema_of_variant` per payload, counted), so a few payloads of another
+    shape do not take a column away (they are the ones `payload_typed_ok` flags)."""
     from pyspark.sql import functions as F  # noqa: PLC0415
 
     decoded = decode_records(_kafka_reader(spark, options, stream=False))
     rows = message_rows(decoded).where(F.col("payload_text").isNotNull()).limit(sample)
-    found = rows.select(
-        F.expr("schema_of_variant_agg(try_parse_json(payload_text))").alias("s")
-    ).first()
-    text = str(found["s"]) if found is not None and found["s"] is not None else ""
-    return TypedSchema("#", tuple(_object_fields(text)))
+    shapes = (
+        rows.select(F.expr("schema_of_variant(try_parse_json(payload_text))").alias("s"))
+        .where(F.col("s").startswith("OBJECT<"))
+        .groupBy("s")
+        .count()
+        .collect()
+    )
+    return TypedSchema("#", tuple(majority_fields([(r["s"], int(r["count"])) for r in shapes])))
+
+
+def majority_fields(shapes: list[tuple[str, int]]) -> list[tuple[str, str]]:
+    """From (variant schema, payloads of that shape): each scalar key with the type most
+    payloads gave it (bigint and double together count as double), in first-seen order."""
+    votes: dict[str, dict[str, int]] = {}
+    for shape, count in shapes:
+        for name, kind in _object_fields(shape):
+            kinds = votes.setdefault(name, {})
+            kinds[kind] = kinds.get(kind, 0) + count
+    fields: list[tuple[str, str]] = []
+    for name, kinds in votes.items():
+        if "double" in kinds and "bigint" in kinds:
+            kinds["double"] += kinds.pop("bigint")
+        fields.append((name, max(kinds, key=lambda kind: kinds[kind])))
+    return fields
 
 
 _SCALARS: Final = {

@@ -162,3 +162,19 @@ def test_hourly_partitions_close_with_their_hour(tmp_path: Path) -> None:
     nine = Partition(table, Path("tenant=a/date=2026-01-01/hour=09"))
     ten = Partition(table, Path("tenant=a/date=2026-01-01/hour=10"))
     assert (nine.closed(now), ten.closed(now)) == (True, False)
+
+
+def test_infer_takes_the_type_most_payloads_give_a_key() -> None:
+    from mqttq.lake.stream import majority_fields  # noqa: PLC0415
+
+    shapes = [
+        ("OBJECT<temperature: DECIMAL(3,1), unit: STRING>", 30),
+        ("OBJECT<temperature: BIGINT>", 5),
+        ("OBJECT<temperature: STRING>", 1),
+        ("OBJECT<ok: BOOLEAN>", 2),
+    ]
+    assert majority_fields(shapes) == [
+        ("temperature", "double"),
+        ("unit", "string"),
+        ("ok", "boolean"),
+    ]
