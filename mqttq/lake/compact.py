@@ -10,6 +10,10 @@ with more than one file, compact:
    file the stream added since step 1 (a late record), then swaps the folders with two
    renames: the old one to `DIR/_trash/`, the new one into its place.
 
+Files of a batch the stream's checkpoint has not marked committed are never merged: the
+rerun of that batch after a crash deletes and replaces them by name (mqttq.lake.sink), so
+they are carried over as files of their own.
+
 A reader lists either the old files or the new ones, never both: no row is seen twice.
 Between the two renames (microseconds) the partition is absent; a reader that listed the
 old files before the swap still finds them under `_trash` for TRASH_KEEP seconds — it
@@ -20,15 +24,18 @@ reads them at their old path only on filesystems where an open file survives the
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
-from mqttq.lake.layout import MESSAGES, QUARANTINE, LakeError, read_lake_info
+from mqttq.lake.layout import CHECKPOINTS, MESSAGES, QUARANTINE, LakeError, read_lake_info
 from mqttq.lake.partitions import Partition, empty_trash, now_utc, partitions, to_trash
 from mqttq.lake.sink import lake_lock
 
-__all__ = ["compact_lake", "compact_partition"]
+__all__ = ["compact_lake", "compact_partition", "last_committed_batch", "settled"]
+
+_BATCH_FILE: Final = re.compile(r"^part-(\d{12})-\d{5}\.parquet$")
 
 
 def compact_lake(lake: Path, *, target_rows: int = 5_000_000) -> dict[str, Any]:
@@ -37,10 +44,11 @@ def compact_lake(lake: Path, *, target_rows: int = 5_000_000) -> dict[str, Any]:
     if read_lake_info(lake) is None:
         raise LakeError(f"{lake} is not a lake (no _lake.json); check --lake")
     now = now_utc()
+    committed = last_committed_batch(lake)
     done = {"partitions": 0, "files_before": 0, "files_after": 0}
     for table in (lake / MESSAGES, lake / QUARANTINE):
         for partition in list(partitions(table)):
-            files = partition.files()
+            files = [path for path in partition.files() if settled(path, committed)]
             if not partition.closed(now) or len(files) <= 1:
                 continue
             after = compact_partition(lake, partition, files, target_rows=target_rows)
@@ -49,6 +57,22 @@ def compact_lake(lake: Path, *, target_rows: int = 5_000_000) -> dict[str, Any]:
             done["files_after"] += after
     empty_trash(lake)
     return done
+
+
+def last_committed_batch(lake: Path) -> int | None:
+    """The last batch the stream's checkpoint marks committed; None without a checkpoint."""
+    commits = lake / CHECKPOINTS / MESSAGES / "commits"
+    if not commits.is_dir():
+        return None
+    ids = [int(p.name) for p in commits.iterdir() if p.name.isdigit()]
+    return max(ids, default=-1)
+
+
+def settled(path: Path, committed: int | None) -> bool:
+    """False for a file of a stream batch not committed yet: its rerun after a crash
+    replaces it (mqttq.lake.sink), so it must stay a file of its own until then."""
+    match = _BATCH_FILE.match(path.name)
+    return match is None or committed is None or int(match.group(1)) <= committed
 
 
 def compact_partition(

@@ -198,3 +198,21 @@ def test_run_refuses_delta_and_a_lake_of_other_settings(tmp_path: Path) -> None:
     nokafka = _lake("run", "--lake", str(tmp_path / "n"))
     assert nokafka.returncode == 2
     assert "no Kafka to read" in nokafka.stderr
+
+
+def test_files_of_a_batch_not_yet_committed_are_not_merged(tmp_path: Path) -> None:
+    """A crashed batch's files stay files of their own: its rerun replaces them by name,
+    which a merged file would not allow (its rows would then be there twice)."""
+    lake = _make_lake(tmp_path)
+    commits = lake / "_checkpoints" / "messages" / "commits"
+    commits.mkdir(parents=True)
+    (commits / "0").write_text("v1\n")
+    (commits / "1").write_text("v1\n")  # batch 2 ran, was published, not committed
+    done = _lake("compact", "--lake", str(lake), "--json")
+    assert done.returncode == 0, done.stderr
+    old = lake / "messages" / "tenant=a" / f"date={OLD}"
+    assert sorted(p.name for p in old.iterdir()) == [
+        "part-000000000002-00000.parquet",
+        "part-compact-00000.parquet",
+    ]
+    assert _offsets(old) == list(range(30))
