@@ -150,12 +150,22 @@ def run(  # noqa: PLR0917 (one parameter per option)
         user_conf = parse_conf(conf or [])
     except SparkError as exc:
         _fail(str(exc), EXIT_CONFIG)
-    from mqttq.lake.stream import KAFKA_PACKAGE, RunOptions, open_lake, stream_conf  # noqa: PLC0415
+    from mqttq.lake.stream import (  # noqa: PLC0415
+        KAFKA_PACKAGE,
+        RunOptions,
+        check_kafka,
+        open_lake,
+        stream_conf,
+    )
 
     try:
         info = open_lake(lake, hourly=hourly, fmt=fmt)
     except LakeError as exc:
         _fail(str(exc), EXIT_CONFIG)
+    try:
+        check_kafka(servers, log_topic)
+    except LakeError as exc:
+        _fail(str(exc))
     options = RunOptions(
         lake=lake,
         bootstrap_servers=servers,

@@ -119,6 +119,27 @@ def open_lake(lake: Path, *, hourly: bool, fmt: str) -> LakeInfo:
     return found
 
 
+def check_kafka(bootstrap_servers: str, topic: str, timeout: float = 10.0) -> int:
+    """The number of partitions of `topic` (0 when it does not exist yet: the stream waits
+    for it); `LakeError` naming the servers when Kafka does not answer within `timeout`
+    (Spark's Kafka source would retry without end)."""
+    from confluent_kafka import KafkaException  # noqa: PLC0415
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "log_level": 0})
+    try:
+        metadata = admin.list_topics(timeout=timeout)
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else exc
+        why = error.str() if hasattr(error, "str") else str(error)
+        raise LakeError(
+            f"Kafka at {bootstrap_servers} did not answer in {timeout:g} s ({why}); "
+            "check --bootstrap-servers or [kafka] bootstrap_servers"
+        ) from None
+    found = metadata.topics.get(topic)
+    return len(found.partitions) if found is not None else 0
+
+
 def _kafka_reader(spark: SparkSession, options: RunOptions, *, stream: bool) -> Any:
     source = spark.readStream if stream else spark.read
     reader = (

@@ -216,3 +216,12 @@ def test_files_of_a_batch_not_yet_committed_are_not_merged(tmp_path: Path) -> No
         "part-compact-00000.parquet",
     ]
     assert _offsets(old) == list(range(30))
+
+
+def test_run_says_when_kafka_does_not_answer(tmp_path: Path) -> None:
+    """Spark's Kafka source would retry without end: run asks Kafka first, one line, exit 1."""
+    done = _lake("run", "--lake", str(tmp_path / "l"), "--bootstrap-servers", "127.0.0.1:1")
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("mqttq: error: Kafka at 127.0.0.1:1 did not answer in 10 s (")
+    assert last.endswith("check --bootstrap-servers or [kafka] bootstrap_servers")
