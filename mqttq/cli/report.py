@@ -50,8 +50,8 @@ DEFAULT_TTL: Final = 604_800
 
 report_app = typer.Typer(
     name="report",
-    help="Reports on Spark over TBMQ 1.x's PostgreSQL, the Redis sessions or the embedded "
-    "SQLite database (needs the spark extra: pip install -e '.[spark]').",
+    help="Reports on Spark over TBMQ 1.x's PostgreSQL, the Redis sessions, the embedded "
+    "SQLite database or the data lake (needs the spark extra: pip install -e '.[spark]').",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

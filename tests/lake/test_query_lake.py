@@ -4,6 +4,7 @@ that has one, and the one-line errors."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import csv
 import io
@@ -16,6 +17,9 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from mqttq.cli.lake import lake_app
+from mqttq.cli.report import report_app
+from mqttq.integrations.record import Delivery
+from mqttq.integrations.sinks.lake import LakeSink, LakeSinkSettings
 from mqttq.lake.arrow_files import write_rows
 from tests.lake.lake_rows import Row, arrow_rows, at, write_lake
 from tests.spark.conftest import spark
@@ -136,3 +140,52 @@ def test_query_errors_are_one_line(spark: SparkSession, lake: Path, tmp_path: Pa
     assert missing.exit_code == 1
     (line,) = missing.stderr.strip().splitlines()
     assert line.startswith("mqttq: error: no lake at ")
+
+
+def test_an_hourly_lake_from_the_embedded_sink(spark: SparkSession, tmp_path: Path) -> None:
+    """An hourly lake (the `lake` sink with `hourly = true`): `hour` is an int column and
+    the traffic report reads it too."""
+    lake = tmp_path / "hourly"
+    t0_ms = 1_794_306_000_000  # 2026-11-10T10:20:00Z
+
+    async def write() -> None:
+        sink = LakeSink(LakeSinkSettings(path=str(lake), hourly=True), "h")
+        batch = [
+            Delivery(
+                f"t/{i % 2}", b"p" * i, client_id=f"c{i % 2}", timestamp_ms=t0_ms + i * 1_200_000
+            )
+            for i in range(1, 6)
+        ]  # 10:40, 11:00, 11:20, 11:40, 12:00
+        await sink.send(batch)
+        await sink.close()
+
+    asyncio.run(write())
+    assert query_json(
+        lake, "SELECT hour, count(*) AS n FROM messages GROUP BY hour ORDER BY hour"
+    ) == [
+        {"hour": 10, "n": 1},
+        {"hour": 11, "n": 3},
+        {"hour": 12, "n": 1},
+    ]
+    result = runner.invoke(
+        report_app,
+        [
+            "traffic",
+            "--lake",
+            str(lake),
+            "--since",
+            "2026-11-10",
+            "--until",
+            "2026-11-11",
+            "--json",
+        ],
+        catch_exceptions=False,
+    )
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert (data["summary"]["messages"], data["summary"]["payload_bytes"]) == (5, 15)
+    assert [(h["hour"], h["messages"]) for h in data["hourly"]] == [
+        ("2026-11-10T10:00Z", 1),
+        ("2026-11-10T11:00Z", 3),
+        ("2026-11-10T12:00Z", 1),
+    ]
