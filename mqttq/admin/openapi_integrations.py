@@ -23,7 +23,7 @@ _SECRET: Final = {"type": ["string", "null"], "description": 'Shown as "***".'}
 
 COMMON_PROPERTIES: Final[JSON] = {
     "name": {"type": "string", "pattern": "^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$"},
-    "type": {"type": "string", "enum": ["http", "kafka", "postgres", "mqtt"]},
+    "type": {"type": "string", "enum": ["http", "kafka", "postgres", "mqtt", "lake"]},
     "tenant": _STRING,
     "filters": {
         "type": "array",
@@ -91,6 +91,13 @@ STATUS_PROPERTIES: Final[JSON] = {
 """What an integration did, beside its spec (IntegrationManager.status)."""
 
 SINK_PROPERTIES: Final[dict[str, JSON]] = {
+    "lake": {
+        "path": {"type": "string", "description": "The lake's directory (docs/lake.md)."},
+        "hourly": _BOOLEAN,
+        "roll_seconds": {"type": "integer", "minimum": 1, "maximum": 86400},
+        "roll_rows": {"type": "integer", "minimum": 1},
+        "roll_bytes": {"type": "integer", "minimum": 1024},
+    },
     "http": {
         "url": {"type": "string", "description": 'http(s) URL; a password in it is "***".'},
         "method": {"type": "string", "enum": ["POST", "PUT"]},
