@@ -102,9 +102,15 @@ class Dashboard:
 DashboardFactory = Callable[..., Dashboard]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser() -> Iterator[Any]:
-    """Debian's chromium, one for the whole session."""
+    """Debian's chromium, one for the dashboard's tests (they share the xdist group
+    `browser`, so a worker runs them one after the other with one launch).
+
+    Not session-scoped: while Playwright's sync API is alive it keeps its event loop
+    marked as running in the main thread (the loop runs in a greenlet), so every later
+    test on the same worker that calls asyncio.run() would fail. The package scope ends it
+    when the worker leaves tests/dashboard."""
     executable = shutil.which("chromium")
     if executable is None:
         pytest.skip(

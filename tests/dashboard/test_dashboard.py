@@ -17,7 +17,10 @@ from tests.integration.wire import DISCONNECT, Prop
 
 from playwright.sync_api import expect  # isort: skip (importorskip in conftest first)
 
-pytestmark = pytest.mark.mqttq_only  # the dashboard is mqttq's own
+pytestmark = [
+    pytest.mark.mqttq_only,  # the dashboard is mqttq's own
+    pytest.mark.xdist_group("browser"),  # one chromium for both modules (conftest.browser)
+]
 
 VIEWER_REFUSED = "viewer role: read only"
 

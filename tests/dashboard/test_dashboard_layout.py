@@ -11,7 +11,10 @@ from tests.dashboard.conftest import WAIT_MS, Dashboard, log_in
 
 from playwright.sync_api import expect  # isort: skip (importorskip in conftest first)
 
-pytestmark = pytest.mark.mqttq_only  # the dashboard is mqttq's own
+pytestmark = [
+    pytest.mark.mqttq_only,  # the dashboard is mqttq's own
+    pytest.mark.xdist_group("browser"),  # one chromium for both modules (conftest.browser)
+]
 
 LIGHT_BACKGROUND = "rgb(247, 248, 250)"
 DARK_BACKGROUND = "rgb(15, 20, 25)"

@@ -335,7 +335,9 @@ def test_iter_keys_covers_every_field_once() -> None:
     assert len(keys) == len(set(keys))
     expected = set()
     for section in dataclasses.fields(Settings):
-        if section.name == "integration":  # [[integration]]: tables, not keys
+        # [[integration]] and [lake] (its typed-column tables): read by their own
+        # parsers, not keys of the loader.
+        if section.name in ("integration", "lake"):
             continue
         for f in dataclasses.fields(getattr(Settings(), section.name)):
             value = getattr(getattr(Settings(), section.name), f.name)
