@@ -30,6 +30,7 @@ from mqttq.integrations.stores import (
     decode_table,
     encode_table,
 )
+from mqttq.storage.sqlite.connect import open_durable
 
 __all__ = ["FILE_NAME", "SqliteIntegrationStore"]
 
@@ -85,18 +86,10 @@ class SqliteIntegrationStore:
         with self._lock:
             if self._conn is not None:
                 return
-            conn: sqlite3.Connection | None = None
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=FULL")
-                conn.execute(_SCHEMA)
+                self._conn = open_durable(self.path, (_SCHEMA,))
             except (sqlite3.Error, OSError) as exc:
-                if conn is not None:
-                    conn.close()
                 raise self._error("open", exc) from None
-            self._conn = conn
 
     async def close(self) -> None:
         """Close the file; a later `open` opens it again."""

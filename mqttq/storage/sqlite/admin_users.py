@@ -23,6 +23,7 @@ from mqttq.auth.admin_users import (
 )
 from mqttq.auth.ports import AuthStoreError
 from mqttq.storage.formats.auth_rows import NOT_UTF8, one_line
+from mqttq.storage.sqlite.connect import open_durable
 
 __all__ = ["SqliteAdminUserStore"]
 
@@ -54,24 +55,10 @@ class SqliteAdminUserStore:
         with self._lock:
             if self._conn is not None:
                 return
-            conn: sqlite3.Connection | None = None
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(
-                    self.path,
-                    isolation_level=None,
-                    check_same_thread=False,
-                    timeout=BUSY_TIMEOUT_MS / 1000,
-                )
-                conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=FULL")
-                conn.execute(_SCHEMA)
+                self._conn = open_durable(self.path, (_SCHEMA,), busy_timeout_ms=BUSY_TIMEOUT_MS)
             except (sqlite3.Error, OSError) as exc:
-                if conn is not None:
-                    conn.close()
                 raise AuthStoreError(f"sqlite: cannot open {self.path}: {one_line(exc)}") from None
-            self._conn = conn
 
     async def close(self) -> None:
         """Close the file; a later `open` opens it again."""

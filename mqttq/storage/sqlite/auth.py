@@ -35,6 +35,7 @@ from mqttq.storage.formats.auth_rows import (
     tenant_row,
     upsert_sql,
 )
+from mqttq.storage.sqlite.connect import open_durable
 
 __all__ = ["SCHEMA_VERSION", "SqliteAuthStore"]
 
@@ -121,10 +122,7 @@ class SqliteAuthStore:
                 return
             conn: sqlite3.Connection | None = None
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=FULL")
+                conn = open_durable(self.path)
                 conn.execute("BEGIN IMMEDIATE")
                 for statement in _SCHEMA:
                     conn.execute(statement)

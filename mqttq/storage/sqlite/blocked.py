@@ -24,6 +24,7 @@ from typing import Final, TypeVar
 
 from mqttq.auth.blocked.entries import BlockedClient, decode_entry, encode_entry
 from mqttq.auth.blocked.ports import BlockedStoreError, Changed
+from mqttq.storage.sqlite.connect import open_durable
 
 __all__ = ["FILE_NAME", "SqliteBlockedStore"]
 
@@ -73,18 +74,10 @@ class SqliteBlockedStore:
         with self._lock:
             if self._conn is not None:
                 return
-            conn: sqlite3.Connection | None = None
             try:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=FULL")
-                conn.execute(_SCHEMA)
+                self._conn = open_durable(self.path, (_SCHEMA,))
             except (sqlite3.Error, OSError) as exc:
-                if conn is not None:
-                    conn.close()
                 raise self._error("open", exc) from None
-            self._conn = conn
 
     async def close(self) -> None:
         task, self._task = self._task, None
