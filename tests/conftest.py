@@ -71,6 +71,7 @@ XDIST_GROUPS = {
     "kafka_app": "kafka",
     "kafka_infra": "kafka",
     "cluster": "kafka",
+    "cluster_security": "kafka",
     "cluster_ops": "kafka",
     "spark": "spark",
 }
