@@ -31,6 +31,7 @@ from mqttq import __version__
 from mqttq.auth.model import DEFAULT_TENANT
 from mqttq.config import Settings
 from mqttq.config.schema import node_id_of
+from mqttq.errors import StorageError
 from mqttq.model import Message
 
 if TYPE_CHECKING:
@@ -110,6 +111,12 @@ class SysTopics:
         while True:
             try:
                 self.publish_now()
+            except StorageError as exc:
+                # Only a message log that is not open refuses an append at once, and it
+                # closes only when the broker stops (`mqttq serve` stops $SYS after that,
+                # on a signal): nothing is wrong, and there is nothing left to publish to.
+                logger.debug("$SYS topics end: %s", exc)
+                return
             except Exception:  # a bug here must not end $SYS for the broker's lifetime
                 logger.exception("$SYS topics not published")
             await asyncio.sleep(self.interval)
@@ -123,9 +130,9 @@ class SysTopics:
                 key = (tenant, name)
                 if self._last.get(key) == payload:
                     continue
-                self._last[key] = payload
                 message = Message(self.prefix + name, payload, 0, True, None, time.time(), None, "")
                 self.hub.publish_detached(tenant, message)
+                self._last[key] = payload  # after: a value refused is published again
                 count += 1
         self.published += count
         return count
