@@ -376,7 +376,9 @@ async def _serve(
         await asyncio.wait({serving, stopping}, return_when=asyncio.FIRST_COMPLETED)
         if stop.is_set():
             log.info("stopping on signal")
-            await broker.shutdown()
+            # Around it first ($SYS, the sampler, the heartbeat, the admin API, the
+            # integrations), then the broker: none of them runs against a closed log.
+            await around.close()
         else:
             stopping.cancel()
         await serving
@@ -400,8 +402,13 @@ class AroundBroker:
     blocked: BlockedHandle | None = None
     auth: ProviderChain | None = None
     dashboard: DashboardHandle | None = None
+    closed: bool = False
 
     async def close(self) -> None:
+        """Stop what runs around the broker, then the broker; a second call does nothing."""
+        if self.closed:
+            return
+        self.closed = True
         if self.sys_topics is not None:
             await self.sys_topics.stop()
         if self.dashboard is not None:
