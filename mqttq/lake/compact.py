@@ -27,11 +27,14 @@ import os
 import re
 import shutil
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from mqttq.lake.layout import CHECKPOINTS, MESSAGES, QUARANTINE, LakeError, read_lake_info
 from mqttq.lake.partitions import Partition, empty_trash, now_utc, partitions, to_trash
 from mqttq.lake.sink import lake_lock
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
 
 __all__ = ["compact_lake", "compact_partition", "last_committed_batch", "settled"]
 
@@ -41,8 +44,14 @@ _BATCH_FILE: Final = re.compile(r"^part-(\d{12})-\d{5}\.parquet$")
 def compact_lake(lake: Path, *, target_rows: int = 5_000_000) -> dict[str, Any]:
     """Compact every closed partition of `lake`'s messages and quarantine holding more than
     one file; returns `partitions`, `files_before`, `files_after`."""
-    if read_lake_info(lake) is None:
+    info = read_lake_info(lake)
+    if info is None:
         raise LakeError(f"{lake} is not a lake (no _lake.json); check --lake")
+    if info.format == "delta":
+        raise LakeError(
+            f"{lake} is a Delta lake: its files are Delta's to merge (OPTIMIZE through "
+            "compact_delta, on Spark), not mqttq's"
+        )
     now = now_utc()
     committed = last_committed_batch(lake)
     done = {"partitions": 0, "files_before": 0, "files_after": 0}
@@ -57,6 +66,25 @@ def compact_lake(lake: Path, *, target_rows: int = 5_000_000) -> dict[str, Any]:
             done["files_after"] += after
     empty_trash(lake)
     return done
+
+
+def compact_delta(spark: SparkSession, lake: Path) -> dict[str, int]:
+    """`OPTIMIZE` the Delta tables of `lake` (messages, quarantine): one Delta commit each,
+    safe while the stream appends (Delta's compaction does not conflict with blind
+    appends; readers of an older version keep its files until VACUUM). Returns the files
+    removed and added."""
+    from mqttq.lake.query import DELTA_LOG  # noqa: PLC0415
+
+    removed = added = 0
+    for table in (lake / MESSAGES, lake / QUARANTINE):
+        if not (table / DELTA_LOG).is_dir():
+            continue
+        path = str(table).replace("`", "``")
+        for row in spark.sql(f"OPTIMIZE delta.`{path}`").collect():
+            metrics = row["metrics"]
+            removed += int(metrics["numFilesRemoved"])
+            added += int(metrics["numFilesAdded"])
+    return {"files_removed": removed, "files_added": added}
 
 
 def last_committed_batch(lake: Path) -> int | None:

@@ -4,7 +4,9 @@ views `messages` and `quarantine` (`mqttq lake query`, `mqttq report traffic --l
 The partition columns get the layout's types (`tenant`, `date` strings, `hour` int), never
 what Spark would guess from the folder names (a tenant named `42` stays a string). Typed
 columns the stream added from JSON payloads are read too (the files' schemas merged), so
-an analyst queries `temperature` rather than parsing bytes.
+an analyst queries `temperature` rather than parsing bytes. A Delta lake (`--format delta`)
+is read through Delta (its log says which files are current); the session needs Delta's
+package (`mqttq.lake.stream.DELTA_PACKAGE`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mqttq.lake.layout import MESSAGES, QUARANTINE, LakeError, read_lake_info
+
+DELTA_LOG = "_delta_log"
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -28,9 +32,12 @@ __all__ = [
 
 
 def has_files(table: Path) -> bool:
-    """True when `table` holds at least one visible Parquet file (any depth)."""
+    """True when `table` holds at least one visible Parquet file (any depth), or is a
+    Delta table (it has a `_delta_log`)."""
     if not table.is_dir():
         return False
+    if (table / DELTA_LOG).is_dir():
+        return True
     return any(
         not any(part[0] in "._" for part in path.relative_to(table).parts)
         for path in table.rglob("*.parquet")
@@ -68,6 +75,8 @@ def read_messages(spark: SparkSession, lake: Path, *, typed: bool = True) -> Dat
     info = read_lake_info(lake)
     hourly = info is not None and info.hourly
     path = str(lake / MESSAGES)
+    if info is not None and info.format == "delta":
+        return _read_delta_messages(spark, path, hourly=hourly, typed=typed)
     if not typed:
         from mqttq.lake.layout import spark_message_schema  # noqa: PLC0415
 
@@ -91,12 +100,24 @@ def read_messages(spark: SparkSession, lake: Path, *, typed: bool = True) -> Dat
     return frame.select(*columns, *extra)
 
 
+def _read_delta_messages(spark: SparkSession, path: str, *, hourly: bool, typed: bool) -> DataFrame:
+    """The Delta table of messages, columns in the layout's order (typed ones after)."""
+    from mqttq.lake.layout import message_columns  # noqa: PLC0415
+
+    frame = spark.read.format("delta").load(path)
+    layout = [name for name, _, _ in message_columns(hourly) if name in frame.columns]
+    extra = [name for name in frame.columns if name not in layout] if typed else []
+    return frame.select(*layout, *extra)
+
+
 def read_quarantine(spark: SparkSession, lake: Path) -> DataFrame | None:
     """`DIR/quarantine`, or None when the lake has no quarantined record."""
     from mqttq.lake.layout import spark_quarantine_schema  # noqa: PLC0415
 
     if not has_files(lake / QUARANTINE):
         return None
+    if (lake / QUARANTINE / DELTA_LOG).is_dir():
+        return spark.read.format("delta").load(str(lake / QUARANTINE))
     return spark.read.schema(spark_quarantine_schema()).parquet(str(lake / QUARANTINE))
 
 

@@ -5,7 +5,9 @@ with headers, from the earliest offset the first time, then from the checkpoint.
 Transform: `mqttq.lake.decode.decode_records`. Load: `mqttq.lake.sink` publishes each
 micro-batch exactly once across restarts (the checkpoint's offset log + idempotent
 per-batch file names), messages under `DIR/messages`, foreign records under
-`DIR/quarantine`.
+`DIR/quarantine`. With `--format delta` both are Delta tables instead, each batch one
+Delta commit made idempotent by Delta's own `txnAppId`/`txnVersion` (the batch id), so a
+batch rerun after a crash is skipped by the table, not written twice.
 
 Each finished batch is reported to `on_batch` as a plain dict (rows, messages,
 quarantined, untyped, rate, duration, lag behind the log): the CLI prints it as a line on a
@@ -42,11 +44,13 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
+    "DELTA_PACKAGE",
     "KAFKA_PACKAGE",
     "SPARK_VERSION",
     "RunOptions",
     "RunTotals",
     "infer_schema",
+    "lake_packages",
     "open_lake",
     "run_stream",
     "stream_conf",
@@ -56,6 +60,11 @@ SPARK_VERSION: Final = "4.2.0"
 """The pyspark this job is built for: Maven Central serves the Kafka connector at 4.2.0
 (not 4.3.0), and the connector must match Spark exactly."""
 KAFKA_PACKAGE: Final = f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK_VERSION}"
+DELTA_PACKAGE: Final = "io.delta:delta-spark_4.2_2.13:4.4.0"
+"""Delta Lake for Spark 4.2 (delta-spark 4.4.0; 4.4.1 is on PyPI but not on Maven Central).
+Only the JVM jar is needed: the job writes and reads Delta through Spark's own API."""
+DELTA_APP_ID: Final = "mqttq-lake"
+"""Delta's `txnAppId` of the stream's commits (the version is the micro-batch id)."""
 SCHEMA_FILE: Final = "typed_schema.json"
 """Under `DIR/_checkpoints/`: the typed columns `--infer` chose, reused by later runs."""
 POLL_SECONDS: Final = 0.5
@@ -88,24 +97,36 @@ class RunTotals:
     by_batch: dict[int, dict[str, Any]] = field(default_factory=dict)
 
 
-def stream_conf() -> tuple[tuple[str, str], ...]:
+def stream_conf(fmt: str = "parquet") -> tuple[tuple[str, str], ...]:
     """Spark settings the job needs (before the user's `--conf`): UTC dates, Parquet
-    timestamps as microseconds every reader maps to a UTC timestamp."""
-    return (
+    timestamps as microseconds every reader maps to a UTC timestamp; for `delta`, Delta's
+    SQL extension and catalog (OPTIMIZE, VACUUM, `delta.` paths in SQL)."""
+    conf: tuple[tuple[str, str], ...] = (
         ("spark.sql.session.timeZone", "UTC"),
         ("spark.sql.parquet.outputTimestampType", "TIMESTAMP_MICROS"),
         ("spark.sql.streaming.stopGracefullyOnShutdown", "true"),
     )
+    if fmt == "delta":
+        conf += delta_conf()
+    return conf
+
+
+def delta_conf() -> tuple[tuple[str, str], ...]:
+    """The settings a session reading or writing a Delta lake needs."""
+    return (
+        ("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension"),
+        ("spark.sql.catalog.spark_catalog", "org.apache.spark.sql.delta.catalog.DeltaCatalog"),
+    )
+
+
+def lake_packages(fmt: str = "parquet") -> tuple[str, ...]:
+    """The Maven packages of `lake run` for a lake of format `fmt`."""
+    return (KAFKA_PACKAGE, DELTA_PACKAGE) if fmt == "delta" else (KAFKA_PACKAGE,)
 
 
 def open_lake(lake: Path, *, hourly: bool, fmt: str) -> LakeInfo:
     """The lake's settings: `_lake.json` when it exists (and agrees with `hourly` and
     `fmt`), else written now. `LakeError` when they disagree."""
-    if fmt != "parquet":
-        raise LakeError(
-            "--format delta is not available: delta-spark has not been verified with "
-            f"Spark {SPARK_VERSION} here; use --format parquet (see docs/lake.md)"
-        )
     wanted = LakeInfo(PARTITIONS_HOURLY if hourly else PARTITIONS_DAILY, fmt)
     found = read_lake_info(lake)
     if found is None:
@@ -269,6 +290,9 @@ class _BatchWriter:
             raise
 
     def _write(self, batch: DataFrame, batch_id: int) -> None:
+        if self.info.format == "delta":
+            self._write_delta(batch, batch_id)
+            return
         started = time.monotonic()
         lake = self.options.lake
         hourly = self.info.hourly
@@ -300,6 +324,62 @@ class _BatchWriter:
             files = publish_staged(staging / MESSAGES, lake / MESSAGES, batch_id)
             files += publish_staged(staging / QUARANTINE, lake / QUARANTINE, batch_id)
         clear(staging)
+        self._count(batch_id, rows, quarantined, untyped, files=files, started=started)
+
+    def _write_delta(self, batch: DataFrame, batch_id: int) -> None:
+        """One Delta commit per table and batch, skipped by Delta when this batch id was
+        committed before (the rerun of a batch after a crash)."""
+        from pyspark.sql import functions as F  # noqa: PLC0415
+
+        started = time.monotonic()
+        lake = self.options.lake
+        hourly = self.info.hourly
+        decoded = decode_records(batch, hourly=hourly, schemas=self.options.schemas).persist()
+        try:
+            messages = message_rows(decoded, hourly=hourly)
+            quarantine = quarantine_rows(decoded)
+            counts = {
+                "messages": messages.count(),
+                "quarantined": quarantine.count(),
+                "untyped": 0,
+            }
+            if TYPED_OK_COLUMN in messages.columns:
+                fits = F.coalesce(F.col(TYPED_OK_COLUMN), F.lit(True))
+                counts["untyped"] = messages.where(~fits).count()
+            tables = 0
+            for frame, table, partitioning in (
+                (messages, MESSAGES, self.info.partitioning),
+                (quarantine, QUARANTINE, ("date",)),
+            ):
+                if not counts["messages" if table == MESSAGES else "quarantined"]:
+                    continue
+                (
+                    frame.write.format("delta")
+                    .mode("append")
+                    .option("txnAppId", DELTA_APP_ID)
+                    .option("txnVersion", str(batch_id))
+                    .option("mergeSchema", "true")
+                    .partitionBy(*partitioning)
+                    .save(str(lake / table))
+                )
+                tables += 1
+        finally:
+            decoded.unpersist()
+        rows = counts["messages"] + counts["quarantined"]
+        self._count(
+            batch_id, rows, counts["quarantined"], counts["untyped"], files=tables, started=started
+        )
+
+    def _count(
+        self,
+        batch_id: int,
+        rows: int,
+        quarantined: int,
+        untyped: int,
+        *,
+        files: int,
+        started: float,
+    ) -> None:
         report = {
             "rows": rows,
             "messages": rows - quarantined,

@@ -179,18 +179,18 @@ def test_bad_durations_and_missing_lakes_are_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in missing.stderr
 
 
-def test_run_refuses_delta_and_a_lake_of_other_settings(tmp_path: Path) -> None:
-    delta = _lake(
-        "run",
-        "--lake",
-        str(tmp_path / "d"),
-        "--bootstrap-servers",
-        "127.0.0.1:1",
-        "--format",
-        "delta",
-    )
-    assert delta.returncode == 2
-    assert "--format delta is not available" in delta.stderr
+def test_compact_and_expire_leave_a_delta_lake_to_delta(tmp_path: Path) -> None:
+    """Moving a Delta table's files behind its log would corrupt it: one line, exit 1."""
+    lake = tmp_path / "d"
+    write_lake_info(lake, LakeInfo(format="delta"))
+    for args in (("compact",), ("expire", "--older-than", "90d")):
+        refused = _lake(*args, "--lake", str(lake))
+        assert refused.returncode == 1
+        (line,) = refused.stderr.strip().splitlines()
+        assert line.startswith(f"mqttq: error: {lake} is a Delta lake: ")
+
+
+def test_run_refuses_a_lake_of_other_settings(tmp_path: Path) -> None:
     lake = _make_lake(tmp_path)
     hourly = _lake("run", "--lake", str(lake), "--bootstrap-servers", "127.0.0.1:1", "--hourly")
     assert hourly.returncode == 2
