@@ -60,6 +60,16 @@ class Scenario:
     second_stderr: str = ""
 
 
+@dataclass
+class InferredLake:
+    """A second lake from the same log: `lake run --infer --hourly --available-now`."""
+
+    lake: Path
+    code: int
+    lines: list[dict[str, Any]]
+    stderr: str
+
+
 def lake_command(*args: str) -> list[str]:
     """`mqttq lake ...` as this interpreter runs it."""
     return [sys.executable, "-m", "mqttq", "lake", *args]
@@ -262,3 +272,46 @@ def _start_killable_with_config(lake: Path, config: Path) -> subprocess.Popen[st
         stdin=subprocess.PIPE,  # the driver JVM ends when this pipe closes (kill -9 included)
         text=True,
     )
+
+
+@pytest.fixture(scope="session")
+def inferred_hourly_lake(
+    lake_scenario: Scenario, tmp_path_factory: pytest.TempPathFactory
+) -> InferredLake:
+    """The scenario's log into a new lake with `--infer --hourly --available-now`, without
+    a config (`--bootstrap-servers`, `--topic`): one Spark driver for both settings."""
+    lake = tmp_path_factory.mktemp("lake-inferred") / "lake"
+    code, lines, stderr = run_to_end(
+        [
+            "run",
+            "--lake",
+            str(lake),
+            "--bootstrap-servers",
+            lake_scenario.bootstrap,
+            "--topic",
+            TOPIC,
+            "--infer",
+            "--hourly",
+            "--available-now",
+            "--master",
+            "local[2]",
+            "--json",
+        ]
+    )
+    return InferredLake(lake, code, lines, stderr)
+
+
+@pytest.fixture(scope="session")
+def delta_lake(lake_scenario: Scenario, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The scenario's log into a Delta lake (`tests.lake.delta_run`): what it read back."""
+    lake = tmp_path_factory.mktemp("lake-delta") / "lake"
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.lake.delta_run", str(lake), lake_scenario.bootstrap, TOPIC],
+        capture_output=True,
+        text=True,
+        timeout=DEADLINE,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])

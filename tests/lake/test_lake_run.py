@@ -6,16 +6,19 @@ knows nothing of mqttq."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pytest
 
 from mqttq.lake.layout import MESSAGE_COLUMNS
-from tests.lake.conftest import Scenario
+from tests.lake.conftest import InferredLake, Scenario
 
 pytestmark = [
     pytest.mark.slow,
@@ -149,3 +152,88 @@ def test_foreign_records_go_to_the_quarantine_with_their_reason(lake_scenario: S
         b"hello",
         "t.lake.msg.all",
     )
+
+
+def test_infer_types_the_json_payloads_of_the_log(
+    lake_scenario: Scenario, inferred_hourly_lake: InferredLake
+) -> None:
+    """`--infer` (no [lake.schema]): the sample's JSON objects give `temperature` (double:
+    31 numbers against one string) and `unit` (string) as columns for every topic; payloads
+    that are not such objects keep their bytes, flagged and counted, never dropped."""
+    run = inferred_hourly_lake
+    assert run.code == 0, run.stderr
+    dataset = ds.dataset(run.lake / "messages", format="parquet", partitioning="hive")
+    assert dataset.schema.field("temperature").type == pa.float64()
+    assert dataset.schema.field("unit").type == pa.string()
+    rows = dataset.to_table().to_pylist()
+    assert len(rows) == len(lake_scenario.records)
+    sensors = [r for r in rows if r["topic"] == "sensors/s1/temp"]
+    fits = [r for r in sensors if r["payload_typed_ok"]]
+    assert {r["temperature"] for r in fits} == {21.5, *(i + 0.25 for i in range(30))}
+    assert [r["unit"] for r in fits if r["unit"] is not None] == ["C"]
+    (misfit,) = [r for r in sensors if not r["payload_typed_ok"]]
+    assert misfit["temperature"] is None and misfit["payload"] == b'{"temperature": "warm"}'
+    bulk = sorted((r for r in rows if r["topic"] == "bulk/x"), key=lambda r: r["kafka_offset"])
+    assert [r["payload"] for r in bulk] == [f"m{i}".encode() for i in range(20)]
+    assert all(r["payload_typed_ok"] is False for r in bulk)
+    stopped = run.lines[-1]
+    assert stopped["event"] == "stopped"
+    assert stopped["untyped"] == len(lake_scenario.records) - len(fits)
+
+
+def test_an_hourly_lake_is_partitioned_by_hour_through_the_stream(
+    lake_scenario: Scenario, inferred_hourly_lake: InferredLake
+) -> None:
+    """`--hourly`: every message is under `tenant=/date=/hour=HH/` of its created time, and
+    the lake says so in `_lake.json`."""
+    run = inferred_hourly_lake
+    assert run.code == 0, run.stderr
+    info = json.loads((run.lake / "_lake.json").read_text("utf-8"))
+    assert info["partitioning"] == ["tenant", "date", "hour"]
+    written = {(p, o): (t, _micros(m.created_at)) for p, o, t, m in lake_scenario.records}
+    table = ds.dataset(run.lake / "messages", format="parquet", partitioning="hive")
+    seen = 0
+    for fragment in table.get_fragments():
+        relative = Path(fragment.path).relative_to(run.lake / "messages").parts
+        hour = relative[2]
+        assert hour.startswith("hour=") and len(hour) == len("hour=HH")
+        for row in fragment.to_table(columns=["kafka_partition", "kafka_offset"]).to_pylist():
+            tenant, when = written[(row["kafka_partition"], row["kafka_offset"])]
+            assert relative[:3] == (
+                f"tenant={tenant}",
+                f"date={when:%Y-%m-%d}",
+                f"hour={when:%H}",
+            )
+            seen += 1
+    assert seen == len(lake_scenario.records)
+
+
+def test_format_delta_writes_a_delta_lake_every_offset_once(
+    lake_scenario: Scenario, delta_lake: dict[str, Any]
+) -> None:
+    """`--format delta` (delta-spark 4.4.0 on Spark 4.2.0): the log into Delta tables,
+    read back through Delta; a second `--available-now` run finds nothing new."""
+    offsets = Counter((p, o) for p, o in delta_lake["offsets"])
+    assert set(offsets) == {(p, o) for p, o, _, _ in lake_scenario.records}
+    assert max(offsets.values()) == 1
+    assert sorted(tuple(q) for q in delta_lake["quarantine"]) == sorted(lake_scenario.foreign)
+    first, second = delta_lake["runs"]
+    assert first == {
+        "messages": len(lake_scenario.records),
+        "quarantined": len(lake_scenario.foreign),
+    }
+    assert second == {"messages": 0, "quarantined": 0}
+    assert {"tenant", "date", "topic", "payload", "kafka_offset"} <= set(delta_lake["columns"])
+
+
+def test_a_delta_lake_compacts_with_optimize_and_expires_with_delete(
+    lake_scenario: Scenario, delta_lake: dict[str, Any]
+) -> None:
+    """compact = OPTIMIZE (no row lost), expire = DELETE + VACUUM: nothing of today goes
+    at 90 days; a year later every row of the messages and the quarantine goes."""
+    assert delta_lake["compact"]["files_removed"] >= delta_lake["compact"]["files_added"]
+    assert delta_lake["rows_after_compact"] == len(lake_scenario.records)
+    assert delta_lake["expired_now"] == 0
+    everything = len(lake_scenario.records) + len(lake_scenario.foreign)
+    assert delta_lake["expired_a_year_later"] == everything
+    assert delta_lake["rows_after_expire"] == 0
