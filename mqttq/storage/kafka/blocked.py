@@ -56,7 +56,7 @@ class KafkaBlockedStore:
     ) -> None:
         self.bootstrap_servers = bootstrap_servers
         self.topic = f"{topic_prefix}{TOPIC}"
-        self.where = f"Kafka topic {self.topic} at {bootstrap_servers}"
+        self.where = f"kafka: topic {self.topic} at {bootstrap_servers}"
         self.writer = uuid.uuid4().hex
         self._client_id = client_id
         self._timeout = timeout
@@ -102,7 +102,7 @@ class KafkaBlockedStore:
         last = -1
         while last < end - 1:
             if loop.time() > deadline:
-                raise BlockedStoreError(f"{self.topic!r} not read to its end in time")
+                raise BlockedStoreError(f"{self.where}: not read to its end in time")
             for record in await consumer.poll_batch(READ_BATCH, READ_WAIT):
                 self._read(record)
                 last = max(last, record.offset)
