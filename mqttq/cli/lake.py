@@ -16,6 +16,8 @@ import re
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Final, NoReturn
 
@@ -151,9 +153,9 @@ def run(  # noqa: PLR0917 (one parameter per option)
     except SparkError as exc:
         _fail(str(exc), EXIT_CONFIG)
     from mqttq.lake.stream import (  # noqa: PLC0415
-        KAFKA_PACKAGE,
         RunOptions,
         check_kafka,
+        lake_packages,
         open_lake,
         stream_conf,
     )
@@ -179,10 +181,10 @@ def run(  # noqa: PLR0917 (one parameter per option)
     )
     spark_options = SparkOptions(
         master=master,
-        conf=(*stream_conf(), *user_conf),
+        conf=(*stream_conf(info.format), *user_conf),
         ui=ui,
         app_name="mqttq-lake",
-        packages=(KAFKA_PACKAGE,),
+        packages=lake_packages(info.format),
     )
     _run(options, spark_options, info, infer=infer, as_json=as_json)
 
@@ -290,10 +292,21 @@ def compact(
 ) -> None:
     """Merge the files of each closed partition (before the current day, or hour) into
     few; safe while `lake run` writes (swapped in atomically, readers never see a row twice)."""
-    from mqttq.lake.compact import compact_lake  # noqa: PLC0415
+    from mqttq.lake.compact import compact_delta, compact_lake  # noqa: PLC0415
     from mqttq.lake.layout import LakeError  # noqa: PLC0415
 
     try:
+        if _is_delta(lake):
+            with _delta_session(lake, "mqttq lake compact") as spark:
+                files = compact_delta(spark, lake)
+            if as_json:
+                _json_line({"event": "compacted", "format": "delta", **files})
+            else:
+                Console(highlight=False).print(
+                    f"compacted (Delta OPTIMIZE): {files['files_removed']} files "
+                    f"into {files['files_added']}"
+                )
+            return
         result = compact_lake(lake, target_rows=target_rows)
     except LakeError as exc:
         _fail(str(exc))
@@ -317,11 +330,22 @@ def expire(
 ) -> None:
     """Delete the partitions (messages and quarantine) whose whole day, or hour, is older
     than --older-than; safe while `lake run` writes."""
-    from mqttq.lake.expire import expire_lake  # noqa: PLC0415
+    from mqttq.lake.expire import expire_delta, expire_lake  # noqa: PLC0415
     from mqttq.lake.layout import LakeError  # noqa: PLC0415
 
     seconds = parse_duration(older_than, "--older-than")
     try:
+        if _is_delta(lake):
+            if dry_run:
+                _fail("--dry-run lists Parquet partitions; a Delta lake's are rows: leave it out")
+            with _delta_session(lake, "mqttq lake expire") as spark:
+                deleted = expire_delta(spark, lake, seconds)
+            console = Console(highlight=False)
+            if as_json:
+                _json_line({"event": "expired", "dry_run": False, "rows": deleted})
+            else:
+                console.print(f"deleted {deleted} rows (Delta: DELETE, then VACUUM)")
+            return
         removed = expire_lake(lake, seconds, dry_run=dry_run)
     except LakeError as exc:
         _fail(str(exc))
@@ -342,3 +366,32 @@ lake_app.command("query")(lake_query.query_command)
 from mqttq.cli import lake_replay  # noqa: E402
 
 lake_app.command("replay")(lake_replay.replay_command)
+
+
+def _is_delta(lake: Path) -> bool:
+    from mqttq.lake.layout import read_lake_info  # noqa: PLC0415
+
+    info = read_lake_info(lake)
+    return info is not None and info.format == "delta"
+
+
+@contextmanager
+def _delta_session(lake: Path, app_name: str) -> Iterator[Any]:
+    """A Spark session with Delta's package and settings (compact and expire of a Delta
+    lake are Delta commands: OPTIMIZE, DELETE, VACUUM); one line on a Spark failure."""
+    from mqttq.lake.stream import reader_extras, stream_conf  # noqa: PLC0415
+    from mqttq.spark.session import SparkError, SparkOptions, spark_session  # noqa: PLC0415
+
+    packages, conf = reader_extras(lake)
+    options = SparkOptions(
+        master="local[*]",
+        conf=(*stream_conf(), *conf),
+        ui=False,
+        app_name=app_name,
+        packages=packages,
+    )
+    try:
+        with spark_session(options) as spark:
+            yield spark
+    except SparkError as exc:
+        _fail(str(exc))

@@ -119,6 +119,7 @@ def _run(
 
     from mqttq.lake.layout import LakeError  # noqa: PLC0415
     from mqttq.lake.query import run_sql  # noqa: PLC0415
+    from mqttq.lake.stream import reader_extras  # noqa: PLC0415
     from mqttq.spark.session import (  # noqa: PLC0415
         SparkError,
         SparkOptions,
@@ -128,8 +129,15 @@ def _run(
 
     owned = SparkContext._active_spark_context is None
     try:
+        packages, extra_conf = reader_extras(lake)
         spark: SparkSession = build_session(
-            SparkOptions(master=master, conf=conf, ui=ui, app_name="mqttq lake query")
+            SparkOptions(
+                master=master,
+                conf=(*extra_conf, *conf),
+                ui=ui,
+                app_name="mqttq lake query",
+                packages=packages,
+            )
         )
     except SparkError as exc:
         _fail(str(exc))

@@ -140,9 +140,11 @@ def run_report(
     build: Callable[[SparkSession, int], Report],
     *,
     jdbc: bool = False,
+    extras: Callable[[], tuple[tuple[str, ...], tuple[tuple[str, str], ...]]] | None = None,
 ) -> None:
     """Check the sources, start Spark, build and collect the report, write what was asked,
-    print it; exit 1 with one line on any failure, or when the report's verdict says so."""
+    print it; exit 1 with one line on any failure, or when the report's verdict says so.
+    `extras` gives the Maven packages and settings the sources need (a Delta lake's)."""
     from mqttq.spark.session import SparkError, parse_conf, require_pyspark  # noqa: PLC0415
 
     try:
@@ -154,7 +156,11 @@ def run_report(
 
     try:
         check()
-        report = _run_on_spark(name, common, conf, build, jdbc=jdbc)
+        packages: tuple[str, ...] = ()
+        if extras is not None:
+            packages, extra_conf = extras()
+            conf = (*extra_conf, *conf)
+        report = _run_on_spark(name, common, conf, build, jdbc=jdbc, packages=packages)
     except (ReportError, SparkError) as exc:
         _fail(str(exc))
     if common.as_json:
@@ -182,6 +188,7 @@ def _run_on_spark(
     build: Callable[[SparkSession, int], Report],
     *,
     jdbc: bool,
+    packages: tuple[str, ...] = (),
 ) -> Report:
     from py4j.protocol import Py4JError  # noqa: PLC0415
     from pyspark import SparkContext  # noqa: PLC0415
@@ -204,7 +211,7 @@ def _run_on_spark(
         conf=conf,
         ui=common.ui,
         app_name=f"mqttq report {name}",
-        packages=(POSTGRES_JDBC,) if jdbc else (),
+        packages=((POSTGRES_JDBC,) if jdbc else ()) + packages,
     )
     err = Console(stderr=True)
     spark = build_session(options)
@@ -540,7 +547,12 @@ def traffic_command(
             source=f"the lake {lake}",
         )
 
-    run_report("traffic", common, check, build)
+    def extras() -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+        from mqttq.lake.stream import reader_extras  # noqa: PLC0415
+
+        return reader_extras(lake)
+
+    run_report("traffic", common, check, build, extras=extras)
 
 
 if __name__ == "__main__":

@@ -124,6 +124,15 @@ def lake_packages(fmt: str = "parquet") -> tuple[str, ...]:
     return (KAFKA_PACKAGE, DELTA_PACKAGE) if fmt == "delta" else (KAFKA_PACKAGE,)
 
 
+def reader_extras(lake: Path) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """The Maven packages and Spark settings a session reading `lake` needs beyond the
+    defaults: Delta's for a Delta lake, none for Parquet (or a lake not made yet)."""
+    info = read_lake_info(lake)
+    if info is not None and info.format == "delta":
+        return (DELTA_PACKAGE,), delta_conf()
+    return (), ()
+
+
 def open_lake(lake: Path, *, hourly: bool, fmt: str) -> LakeInfo:
     """The lake's settings: `_lake.json` when it exists (and agrees with `hourly` and
     `fmt`), else written now. `LakeError` when they disagree."""
