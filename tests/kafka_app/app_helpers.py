@@ -24,12 +24,16 @@ PASSWORD = b"app-secret"
 SESSION_EXPIRY = 3600
 
 
-def kafka_config(kafka: KafkaServer, prefix: str, extra: str = "", **application: Any) -> str:
+def kafka_config(
+    kafka: KafkaServer, prefix: str, extra: str = "", redis_url: str = "", **application: Any
+) -> str:
     """broker.toml with the Kafka log on, topics under `prefix`, `[kafka.application]`
-    keys from `application`."""
+    keys from `application`; `redis_url`: the Redis the node's cluster heartbeat goes to
+    (a distributed node beats there; without it, the default 127.0.0.1:6379)."""
     lines = [
         "[storage]",
         'log = "kafka"',
+        *(["[redis]", f'url = "{redis_url}"'] if redis_url else []),
         "[kafka]",
         f'bootstrap_servers = "{kafka.bootstrap}"',
         f'topic_prefix = "{prefix}"',

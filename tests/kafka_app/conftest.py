@@ -17,19 +17,23 @@ class AppBrokerFactory:
     """Starts brokers with the Kafka log on (this test's topic prefix) and the APPLICATION
     credential `app`; keyword arguments are `[kafka.application]` keys."""
 
-    def __init__(self, factory: BrokerFactory, kafka: KafkaServer, prefix: str) -> None:
+    def __init__(
+        self, factory: BrokerFactory, kafka: KafkaServer, prefix: str, redis_url: str
+    ) -> None:
         self.factory = factory
         self.kafka = kafka
         self.prefix = prefix
+        self.redis_url = redis_url
 
     def __call__(self, extra: str = "", **application: object) -> ServedBroker:
-        broker = self.factory(kafka_config(self.kafka, self.prefix, extra, **application))
+        config = kafka_config(self.kafka, self.prefix, extra, self.redis_url, **application)
+        broker = self.factory(config)
         add_app_credential(broker)
         return broker
 
 
 @pytest.fixture
 def app_broker(
-    broker_factory: BrokerFactory, kafka: KafkaServer, kafka_prefix: str
+    broker_factory: BrokerFactory, kafka: KafkaServer, kafka_prefix: str, redis_url: str
 ) -> AppBrokerFactory:
-    return AppBrokerFactory(broker_factory, kafka, kafka_prefix)
+    return AppBrokerFactory(broker_factory, kafka, kafka_prefix, redis_url)

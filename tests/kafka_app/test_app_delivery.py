@@ -244,6 +244,13 @@ def test_retained_message_reaches_the_topic(app_broker: AppBrokerFactory, client
     broker = app_broker()
     publisher = clients.connected(broker, "pub")
     publisher.publish("cfg/mode", b"eco", qos=1, retain=True)
+    # The PUBACK says Kafka has it; the retained store has it once the log's consumer
+    # routed it (a subscription made before that gets the message live, RETAIN=0). A probe
+    # subscriber receiving it, live or retained, shows the routing (and so the store) done.
+    probe = clients.connected(broker, "probe")
+    probe.subscribe(("cfg/mode", 1))
+    (routed,) = probe.receive_messages(1)
+    assert routed.payload == b"eco"
     app = connect_app(clients, broker, "retain1")
     app.subscribe(("cfg/#", 1))
     (got,) = app.receive_messages(1, ack=False)
