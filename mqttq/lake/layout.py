@@ -3,8 +3,9 @@
 A lake `DIR` holds:
 
 - `DIR/messages/`: Parquet, Hive-style partitions `tenant=<tenant>/date=<YYYY-MM-DD>` (and
-  `/hour=<HH>` when the lake was created hourly), the columns of `MESSAGE_COLUMNS` (typed
-  columns from JSON payloads come after them, plus `payload_typed_ok`).
+  `/hour=<H>` when the lake was created hourly: the hour 0-23 as Spark writes an int, `hour=0`
+  at midnight), the columns of `MESSAGE_COLUMNS` (typed columns from JSON payloads come after
+  them, plus `payload_typed_ok`).
 - `DIR/quarantine/`: records that are not mqttq's, with the `reason`, partitioned by `date`.
 - `DIR/_lake.json`: `{"version": 1, "partitioning": [...], "format": "parquet"|"delta"}`,
   written once when the lake is created; a later run with other settings is refused.
