@@ -68,4 +68,6 @@ class Fanout:
                 return self.enqueue  # the common stored case: no list, no gather
             if self.enqueue is None:
                 return self.retained_write
+        elif self.enqueue is None and self.retained_write is None and len(self.produced) == 1:
+            return self.produced[0]  # one append (an integration's log): no gather
         return asyncio.gather(*self.waits(), return_exceptions=True)

@@ -115,6 +115,10 @@ class Hub(SessionHost):
         """Where every accepted PUBLISH goes (`choose_intake`)."""
         self.events = ClientEvents(self)
         """Client events for integrations (broker/events.py): off until one asks."""
+        self.appenders: dict[str, Callable[[Message], asyncio.Future[Any]]] = {}
+        """Integrations' logs (broker/integrations.py) by their session's client id: a
+        delivery to one is appended there, and its publisher's answer waits for the write
+        as for a stored entry."""
         self.choose_intake()
 
     def choose_intake(self) -> None:
@@ -208,6 +212,7 @@ class Hub(SessionHost):
         app_log = self.app_log
         cluster = self.cluster
         items: list[tuple[str, Message]] | None = None
+        appenders = self.appenders or None
         count = rejected = 0
         for delivery in deliveries:
             session = sessions.get(delivery.client_id)
@@ -229,6 +234,9 @@ class Hub(SessionHost):
                 out = message
             else:
                 out = message.for_subscriber(qos, delivery.retain, sids)
+            if appenders is not None and (append := appenders.get(session.client_id)):
+                fan = _joined(fan, append(out))  # an integration's log
+                continue
             if session.expiry_interval and app_log is not None and session.client_type == _APP:
                 # A persistent APPLICATION session: every delivery goes to its Kafka topic.
                 if fan is None:
@@ -649,6 +657,19 @@ def _pass_on(
     then: Callable[[ReasonCode], None], reason: ReasonCode, _future: asyncio.Future[Any] | None
 ) -> None:
     then(reason)
+
+
+def _joined(fan: Fanout | None, written: asyncio.Future[Any]) -> Fanout:
+    """`fan` (made when None) also waits for `written`: an append to an integration's log,
+    shared by the messages appended in one loop iteration."""
+    if fan is None:
+        fan = Fanout()
+    produced = fan.produced
+    if produced is None:
+        fan.produced = [written]
+    elif written not in produced:
+        produced.append(written)
+    return fan
 
 
 def _reason(count: int, rejected: int) -> ReasonCode:
