@@ -1,13 +1,20 @@
 """The broker's side of integrations (`IntegrationRuntime`): backlogs, dead letters and
 messages a bridge brings in.
 
-Embedded mode: an integration is what issue 33 calls it, a persistent subscriber that is not
-a socket. It is a session `$integration/<name>` of its tenant (no MQTT client may take that
-id), subscribed to its filters at QoS 1, stored like any persistent session and never
-online: each message routed to it is queued durably in the same transaction as every other
-queue (QoS 0 ones too), and the session's `feed` hands each committed entry to its
-`SessionBacklog`, which gives them to the worker and removes them from storage once the sink
-took them. A restart finds the session with its queue, as it finds every persistent session.
+Embedded mode: an integration is what issue 33 calls it, a subscriber that is not a socket.
+It is a session `$integration/<name>` of its tenant (no MQTT client may take that id),
+subscribed to its filters at QoS 1 and never online, whose deliveries routing appends to the
+integration's own log (`IntegrationLog`, `DATA/integrations/<name>/`, registered in
+`Hub.appenders`): one buffered append per message, one write and one fsync per loop
+iteration, and the publisher's PUBACK waits for that write as it waits for a queue entry.
+The worker drains the log (`LogBacklog`) and commits its position once the sink took a
+batch. The session is not stored: the log is the backlog, and each start makes the session
+again from the spec. A data directory from before the log (the session stored with a
+queue) has its queue moved into the log, ahead of newer messages, and the stored session
+deleted, at the first attach (`_upgrade`).
+
+With the `memory` store (nothing survives a restart), or a hub without `appenders`, the
+session is persistent and its queue the backlog (`SessionBacklog`), as before the log.
 
 Distributed mode (the Kafka message log): every node reads the log for each integration as
 one consumer group (`KafkaBacklog`): Kafka spreads the partitions over the nodes.
@@ -32,6 +39,8 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 from mqttq.codec.enums import SESSION_EXPIRY_NEVER
 from mqttq.codec.packets import SubscribePacket, SubscriptionRequest
 from mqttq.codec.properties import Properties
+from mqttq.integrations.append_log import IntegrationLog
+from mqttq.integrations.log_backlog import LogBacklog
 from mqttq.integrations.record import Delivery, delivery_of, envelope
 from mqttq.integrations.sink import Rejected
 from mqttq.integrations.spec import IntegrationSpec
@@ -307,6 +316,9 @@ class BrokerIntegrations:
         self.broker = broker
         self.dead_letters = self
         self._backlogs: dict[str, Backlog] = {}
+        self._logs: dict[str, IntegrationLog] = {}
+        """The open log of each integration attached (kept across a restart of its
+        worker: routing appends to it meanwhile)."""
         self._tenants: dict[str, str] = {}
         self._events: dict[str, tuple[str, ...]] = {}
         """The client events each attached integration takes."""
@@ -333,11 +345,35 @@ class BrokerIntegrations:
             await kafka_backlog.open()
             self._backlogs[spec.name] = kafka_backlog
             return kafka_backlog
-        session = await self._session(spec)
-        backlog = SessionBacklog(self.broker, session, spec)
-        await backlog.open()
-        self._backlogs[spec.name] = backlog
-        return backlog
+        integration_log = self._log(spec)
+        session = await self._session(spec, integration_log)
+        if integration_log is None:
+            backlog = SessionBacklog(self.broker, session, spec)
+            await backlog.open()
+            self._backlogs[spec.name] = backlog
+            return backlog
+        log_backlog = LogBacklog(integration_log, spec)
+        self._backlogs[spec.name] = log_backlog
+        return log_backlog
+
+    def _log(self, spec: IntegrationSpec) -> IntegrationLog | None:
+        """The integration's log, opened on its first attach and registered for routing;
+        None where the session's queue is the backlog (the module docstring)."""
+        appenders = getattr(self.broker.hub, "appenders", None)
+        if appenders is None or self.broker.settings.storage.backend != "sqlite":
+            return None
+        integration_log = self._logs.get(spec.name)
+        if integration_log is None:
+            directory = self.broker.settings.storage.data_dir / "integrations" / spec.name
+            integration_log = IntegrationLog(
+                directory, spec.tenant, max_bytes=spec.delivery.max_backlog_mb << 20
+            )
+            integration_log.open()
+            self._logs[spec.name] = integration_log
+        integration_log.tenant = spec.tenant
+        integration_log.max_bytes = spec.delivery.max_backlog_mb << 20
+        appenders[session_id(spec.name)] = integration_log.append
+        return integration_log
 
     async def detach(self, spec: IntegrationSpec, *, forget: bool) -> None:
         self._events.pop(spec.name, None)
@@ -345,13 +381,20 @@ class BrokerIntegrations:
         backlog = self._backlogs.pop(spec.name, None)
         if isinstance(backlog, SessionBacklog):
             backlog.close()
-        elif backlog is not None:
+        elif backlog is not None and not isinstance(backlog, LogBacklog):
             await backlog.close()  # type: ignore[attr-defined]
         if forget and self.broker.log is None:
-            session = self.broker.hub.sessions.get(session_id(spec.name))
+            client_id = session_id(spec.name)
+            session = self.broker.hub.sessions.get(client_id)
             life = self.broker.lifecycle
             if session is not None and life is not None:
                 await life.endings.remove_session(session)
+            appenders = getattr(self.broker.hub, "appenders", None)
+            if appenders is not None:
+                appenders.pop(client_id, None)
+            integration_log = self._logs.pop(spec.name, None)
+            if integration_log is not None:
+                await integration_log.destroy()
 
     async def republish(self, delivery: Delivery) -> None:
         properties = Properties()
@@ -417,9 +460,11 @@ class BrokerIntegrations:
         if waits is not None:
             await waits
 
-    async def _session(self, spec: IntegrationSpec) -> Session:
+    async def _session(
+        self, spec: IntegrationSpec, integration_log: IntegrationLog | None
+    ) -> Session:
         """The integration's session, made (or its subscriptions brought to the spec's
-        filters) and stored before the backlog is read."""
+        filters) and, without a log, stored before the backlog is read."""
         from mqttq.broker.sessions.session import Session  # noqa: PLC0415
 
         hub = self.broker.hub
@@ -430,8 +475,11 @@ class BrokerIntegrations:
             if life is not None:  # moved to another tenant: its queue stays behind
                 await life.endings.remove_session(session)
             session = None
+        if session is not None and integration_log is not None and session.expiry_interval:
+            await self._upgrade(session, integration_log)
         if session is None:
-            session = Session(hub, client_id, 5, SESSION_EXPIRY_NEVER, hub.space(spec.tenant))
+            expiry = SESSION_EXPIRY_NEVER if integration_log is None else 0
+            session = Session(hub, client_id, 5, expiry, hub.space(spec.tenant))
             session.disconnected_at = time.time()
             hub.sessions[client_id] = session
             hub.limits.acquire_session(spec.tenant, force=True)
@@ -448,5 +496,28 @@ class BrokerIntegrations:
             for f in filters
         ]
         hub.subscribe(session, SubscribePacket(1, requests))
-        await hub.save_session(session)
+        if integration_log is None:
+            await hub.save_session(session)
         return session
+
+    async def _upgrade(self, session: Session, integration_log: IntegrationLog) -> None:
+        """Move the queue of a session stored before the log (an older data directory)
+        into the log, ahead of what routing appended since `attach` registered the log, then
+        delete the stored session: it lives on in memory only, as every integration's."""
+        client_id = session.client_id
+        storage = self.broker.storage
+        integration_log.hold()
+        moved: list[Message] = []
+        try:
+            # The queue writes in flight for it commit first: the fetch sees them.
+            await self.broker.hub.tasks.barrier(client_id)
+            moved = [entry.message for entry in await storage.fetch(client_id, time.time())]
+        finally:
+            await integration_log.put_first(moved)
+        await storage.delete_session(client_id)
+        session.expiry_interval = 0
+        log.info(
+            "integration %s: moved %d queued messages of its stored session into its log",
+            client_id,
+            len(moved),
+        )

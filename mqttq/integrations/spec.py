@@ -82,6 +82,7 @@ COMMON_KEYS: Final = frozenset(
         "retry_initial_ms",
         "retry_max_ms",
         "max_in_flight",
+        "max_backlog_mb",
         "events",
     }
 )
@@ -119,6 +120,9 @@ class DeliverySettings:
     retry_max_ms: int = 30_000
     max_in_flight: int = 1_000
     """Deliveries taken from the backlog and not yet settled (bounds memory)."""
+    max_backlog_mb: int = 1024
+    """Embedded mode: the most the integration's log keeps undelivered on disk (MiB); a
+    message past it is not kept, and counted in `dropped`."""
 
 
 _DEFAULTS: Final = DeliverySettings()
@@ -162,6 +166,7 @@ class IntegrationSpec:
             "retry_initial_ms": self.delivery.retry_initial_ms,
             "retry_max_ms": self.delivery.retry_max_ms,
             "max_in_flight": self.delivery.max_in_flight,
+            "max_backlog_mb": self.delivery.max_backlog_mb,
         }
         if self.payload_filter is not None:
             body["payload_filter"] = self.payload_filter.text
@@ -214,6 +219,7 @@ def parse_integration(table: Mapping[str, Any], where: str) -> IntegrationSpec:
         retry_initial_ms=_int(table, "retry_initial_ms", where, (1, 3_600_000)),
         retry_max_ms=_int(table, "retry_max_ms", where, (1, 3_600_000)),
         max_in_flight=_int(table, "max_in_flight", where, (1, 1_000_000)),
+        max_backlog_mb=_int(table, "max_backlog_mb", where, (1, 1 << 30)),
     )
     if delivery.retry_max_ms < delivery.retry_initial_ms:
         raise ConfigError(f"{where}.retry_max_ms", "must be at least retry_initial_ms")

@@ -9,8 +9,10 @@ does not start integrations, and the kill -9 test needs a process.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -21,6 +23,9 @@ from typing import Any
 import psycopg
 import pytest
 
+from mqttq.model import Message, Subscription
+from mqttq.storage.ports import SessionRecord
+from mqttq.storage.sqlite.store import SqliteStorage
 from tests.integration.admin_api import AdminApi, metric_value
 from tests.integration.paho_client import PahoClients
 from tests.integration.raw_client import RawClient
@@ -599,3 +604,67 @@ def test_a_burst_past_what_is_held_in_memory_arrives_whole(
             assert mine == sent[f"pub-{index}"]
     finally:
         receiver.stop()
+
+
+# --- 6. a data directory from before the log -----------------------------------------------
+
+
+def test_a_queue_stored_before_the_log_is_delivered_first_and_its_session_removed(
+    broker_factory: BrokerFactory, paho: PahoClients
+) -> None:
+    # An older broker kept an integration's backlog as the queue of a stored session
+    # `$integration/hook`: a broker with the log delivers that queue first, then what
+    # arrives after the start, and deletes the stored session.
+    receiver = HttpReceiver()  # down while the old queue is written
+    broker = broker_factory(http_integration("hook", receiver.url(), ["sensors/#"]))
+    assert broker.terminate() == 0
+    shutil.rmtree(broker.data_dir / "integrations")  # no log yet: an older data directory
+    old = [f"old{n}" for n in range(30)]
+    asyncio.run(_store_old_queue(broker.data_dir / "mqttq.sqlite3", old))
+
+    broker.start()
+    receiver.start()
+    try:
+        publisher = paho.connect(broker.port, "dev-1")
+        new = [f"new{n}" for n in range(10)]
+        for payload in new:
+            assert publisher.publish("sensors/a", payload.encode(), qos=1) == 0
+        got = receiver.wait_payloads({*old, *new})
+        assert first_arrivals(got) == old + new
+        assert (broker.data_dir / "integrations" / "hook").is_dir()
+        api = AdminApi(broker.data_dir)
+        wait_for(lambda: api.ok("GET", "/api/v1/integrations/hook")["lag"] == 0, what="lag 0")
+    finally:
+        receiver.stop()
+    assert broker.terminate() == 0
+    assert asyncio.run(_stored_session(broker.data_dir / "mqttq.sqlite3")) is None
+
+
+async def _store_old_queue(path: Path, payloads: list[str]) -> None:
+    storage = SqliteStorage(path)
+    await storage.open()
+    try:
+        client_id = "$integration/hook"
+        subscription = Subscription("sensors/#", 1, retain_as_published=True, retain_handling=2)
+        await storage.save_session(
+            SessionRecord(client_id, 5, 0xFFFFFFFF, [subscription], time.time())
+        )
+        now = time.time()
+        messages = [
+            Message("sensors/a", p.encode(), 1, False, created_at=now, publisher_id="dev-0")
+            for p in payloads
+        ]
+        entries = await storage.enqueue([(client_id, m) for m in messages])
+        assert all(entry is not None for entry in entries)
+    finally:
+        await storage.close()
+
+
+async def _stored_session(path: Path) -> object:
+    storage = SqliteStorage(path)
+    await storage.open()
+    try:
+        sessions = await storage.load_sessions()
+        return next((s for s in sessions if s.client_id == "$integration/hook"), None)
+    finally:
+        await storage.close()

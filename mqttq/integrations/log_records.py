@@ -1,0 +1,89 @@
+"""How an integration's log (`IntegrationLog`) frames its records on disk.
+
+One record is one message of one tenant:
+
+    length    4 bytes, big-endian: the body's length
+    crc       4 bytes, big-endian: CRC-32 of the body
+    body      fields length (4 bytes), publisher length (2 bytes), then the fields as the
+              Kafka log's `mqttq` header packs them (`pack_fields`: qos, retain, times,
+              tenant, topic, MQTT 5 properties), the publisher (UTF-8), the payload
+
+A write cut short by `kill -9` or a power loss leaves a torn record at the end of a segment:
+`scan` stops at the last whole record (a length past the data, or a CRC that does not match),
+and the log cuts the file there when it opens it.
+"""
+
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Final
+
+from mqttq.errors import StorageError
+from mqttq.model import Message
+from mqttq.storage.formats.kafka_record import pack_fields, unpack_fields
+
+__all__ = ["HEADER_SIZE", "decode_body", "encode_record", "record_size", "scan"]
+
+_HEAD: Final = struct.Struct(">II")
+_BODY: Final = struct.Struct(">IH")
+HEADER_SIZE: Final = _HEAD.size
+MAX_BODY: Final = 1 << 30
+"""A length above this is not a record (a torn or damaged header)."""
+
+
+def encode_record(tenant: str, message: Message) -> bytes:
+    """`message` of `tenant` as one framed record."""
+    fields = pack_fields(tenant, message)
+    publisher = message.publisher_id.encode()
+    body = b"".join((_BODY.pack(len(fields), len(publisher)), fields, publisher, message.payload))
+    return _HEAD.pack(len(body), zlib.crc32(body)) + body
+
+
+def decode_body(body: bytes | memoryview) -> tuple[str, Message]:
+    """`(tenant, message)` from a record's body; StorageError when it is not one."""
+    raw = bytes(body)
+    try:
+        fields_length, publisher_length = _BODY.unpack_from(raw)
+    except struct.error:
+        raise StorageError("integration log record too short") from None
+    start = _BODY.size
+    publisher_at = start + fields_length
+    payload_at = publisher_at + publisher_length
+    if payload_at > len(raw):
+        raise StorageError("integration log record truncated")
+    try:
+        publisher = raw[publisher_at:payload_at].decode()
+    except UnicodeDecodeError:
+        raise StorageError("integration log record with a bad publisher") from None
+    return unpack_fields(raw[start:publisher_at], raw[payload_at:], publisher)
+
+
+def scan(data: bytes | memoryview, base: int = 0) -> tuple[list[tuple[int, int, memoryview]], int]:
+    """The whole records at the start of `data` as `(start, end, body)` with positions
+    offset by `base`, and where they end (`base` + the bytes they cover): a record cut short,
+    or whose CRC does not match, ends the scan."""
+    view = memoryview(data)
+    size = len(view)
+    records: list[tuple[int, int, memoryview]] = []
+    at = 0
+    while at + HEADER_SIZE <= size:
+        length, crc = _HEAD.unpack_from(view, at)
+        end = at + HEADER_SIZE + length
+        if length > MAX_BODY or end > size:
+            break
+        body = view[at + HEADER_SIZE : end]
+        if zlib.crc32(body) != crc:
+            break
+        records.append((base + at, base + end, body))
+        at = end
+    return records, base + at
+
+
+def record_size(data: bytes | memoryview) -> int | None:
+    """The whole size of the record `data` starts with, from its header (None: no whole
+    header, or a length no record has)."""
+    if len(data) < HEADER_SIZE:
+        return None
+    length, _ = _HEAD.unpack_from(data)
+    return None if length > MAX_BODY else HEADER_SIZE + length
