@@ -60,6 +60,9 @@ POSITION_FILE: Final = "position"
 _POSITION: Final = struct.Struct(">QI")
 READ_BYTES: Final = 1 << 20
 """At most this much is read from a segment at a time."""
+RECORD_MEMORY: Final = 400
+"""What a record held in memory costs beyond its encoded size (its Message, Properties,
+topic and tuple), counted against `memory_bytes`."""
 
 LogRecord = tuple[int, int, Message]
 """A record as the consumer sees it: (start, end, message); `start` is its position."""
@@ -96,6 +99,10 @@ class IntegrationLog:
         self.recent: deque[LogRecord] = deque()
         """The newest durable records, oldest first, contiguous (`memory_bytes` at most)."""
         self._recent_bytes = 0
+        """The records in `recent`: their encoded size plus `RECORD_MEMORY` each."""
+        self._unsynced_bytes = 0
+        self._position_path = str(directory / POSITION_FILE)
+        self._position_tmp = str(directory / (POSITION_FILE + ".tmp"))
         self.grown = asyncio.Event()
         """Set when records became durable (the consumer clears it before it waits)."""
         self._bases: list[int] = []
@@ -218,7 +225,7 @@ class IntegrationLog:
             return
         frames: list[bytes] = []
         records = self._unsynced
-        position = self.end
+        start = position = self.end
         room = self.committed + self.max_bytes
         tenant = self.tenant
         for message in pending:
@@ -244,6 +251,7 @@ class IntegrationLog:
                 return
             self._segment_size += position - self.end
             self.end = position
+        self._unsynced_bytes += position - start + RECORD_MEMORY * len(frames)
         self._synced.append(future)
         if not self._syncing:
             self._sync()
@@ -260,18 +268,20 @@ class IntegrationLog:
     def _sync(self) -> None:
         futures, self._synced = self._synced, []
         records, self._unsynced = self._unsynced, []
+        size, self._unsynced_bytes = self._unsynced_bytes, 0
         rolled, self._rolled = self._rolled, []
         loop = self._loop or asyncio.get_running_loop()
         self._syncing = True
         job = loop.run_in_executor(
             None, _sync_files, self._fd, rolled, str(self.directory) if rolled else None
         )
-        job.add_done_callback(partial(self._on_synced, futures, records, self.end))
+        job.add_done_callback(partial(self._on_synced, futures, records, size, self.end))
 
     def _on_synced(
         self,
         futures: list[asyncio.Future[None]],
         records: list[LogRecord],
+        size: int,
         end: int,
         job: asyncio.Future[Any],
     ) -> None:
@@ -292,10 +302,10 @@ class IntegrationLog:
         self.records += len(records)
         recent = self.recent
         recent.extend(records)
-        size = self._recent_bytes + sum(e - s for s, e, _ in records)
+        size += self._recent_bytes
         while size > self.memory_bytes and recent:
             start, stop, _ = recent.popleft()
-            size -= stop - start
+            size -= stop - start + RECORD_MEMORY
         self._recent_bytes = size
         self.grown.set()
         if self._synced:
@@ -309,7 +319,7 @@ class IntegrationLog:
         size = self._recent_bytes
         while recent and recent[0][0] < position:
             start, stop, _ = recent.popleft()
-            size -= stop - start
+            size -= stop - start + RECORD_MEMORY
         self._recent_bytes = size
 
     def take_recent(self, wanted: int) -> list[LogRecord]:
@@ -319,7 +329,7 @@ class IntegrationLog:
         size = self._recent_bytes
         while recent and len(out) < wanted:
             record = recent.popleft()
-            size -= record[1] - record[0]
+            size -= record[1] - record[0] + RECORD_MEMORY
             out.append(record)
         self._recent_bytes = size
         return out
@@ -384,10 +394,13 @@ class IntegrationLog:
         self.committed = position
         self.records = max(0, self.records - records)
         packed = struct.pack(">Q", position)
-        tmp = self.directory / (POSITION_FILE + ".tmp")
-        with open(tmp, "wb") as file:
-            file.write(_POSITION.pack(position, zlib.crc32(packed)))
-        os.replace(tmp, self.directory / POSITION_FILE)
+        tmp = self._position_tmp
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(fd, _POSITION.pack(position, zlib.crc32(packed)))
+        finally:
+            os.close(fd)
+        os.replace(tmp, self._position_path)
         self._delete_consumed()
 
     def _delete_consumed(self) -> None:
