@@ -8,13 +8,17 @@ integration's own log (`IntegrationLog`, `DATA/integrations/<name>/`, registered
 `Hub.appenders`): one buffered append per message, one write and one fsync per loop
 iteration, and the publisher's PUBACK waits for that write as it waits for a queue entry.
 The worker drains the log (`LogBacklog`) and commits its position once the sink took a
-batch. The session is not stored: the log is the backlog, and each start makes the session
-again from the spec. A data directory from before the log (the session stored with a
-queue) has its queue moved into the log, ahead of newer messages, and the stored session
-deleted, at the first attach (`_upgrade`).
+batch.
 
-With the `memory` store (nothing survives a restart), or a hub without `appenders`, the
-session is persistent and its queue the backlog (`SessionBacklog`), as before the log.
+The session is still stored like any persistent session, for the time its log is not
+attached: after a restart, the messages the publish inbox replays and those published
+before the integrations start are queued for it in SQLite as for any persistent session.
+At its first attach, whatever its stored queue holds is moved into the log, ahead of what
+routing appended since (`_move_queue`), and removed from the queue. That is also how a data
+directory from before the log (the backlog was that queue) is taken over.
+
+With the `memory` store (nothing survives a restart), or a hub without `appenders` (a build
+older than the log), the session's queue is the backlog (`SessionBacklog`), as before.
 
 Distributed mode (the Kafka message log): every node reads the log for each integration as
 one consumer group (`KafkaBacklog`): Kafka spreads the partitions over the nodes.
@@ -345,35 +349,63 @@ class BrokerIntegrations:
             await kafka_backlog.open()
             self._backlogs[spec.name] = kafka_backlog
             return kafka_backlog
-        integration_log = self._log(spec)
-        session = await self._session(spec, integration_log)
-        if integration_log is None:
+        opened = self._log(spec)
+        if opened is None:
+            session = await self._session(spec)
             backlog = SessionBacklog(self.broker, session, spec)
             await backlog.open()
             self._backlogs[spec.name] = backlog
             return backlog
+        integration_log, fresh = opened
+        if fresh:
+            await self._move_queue(spec, integration_log)
+        else:
+            await self._session(spec)
         log_backlog = LogBacklog(integration_log, spec)
         self._backlogs[spec.name] = log_backlog
         return log_backlog
 
-    def _log(self, spec: IntegrationSpec) -> IntegrationLog | None:
-        """The integration's log, opened on its first attach and registered for routing;
-        None where the session's queue is the backlog (the module docstring)."""
+    def _log(self, spec: IntegrationSpec) -> tuple[IntegrationLog, bool] | None:
+        """The integration's log, registered for routing, and whether it was opened now
+        (then held: `_move_queue` writes the stored queue first); None where the session's
+        queue is the backlog (the module docstring)."""
         appenders = getattr(self.broker.hub, "appenders", None)
         if appenders is None or self.broker.settings.storage.backend != "sqlite":
             return None
         integration_log = self._logs.get(spec.name)
+        fresh = integration_log is None
         if integration_log is None:
             directory = self.broker.settings.storage.data_dir / "integrations" / spec.name
-            integration_log = IntegrationLog(
-                directory, spec.tenant, max_bytes=spec.delivery.max_backlog_mb << 20
-            )
+            integration_log = IntegrationLog(directory, spec.tenant)
             integration_log.open()
+            integration_log.hold()
             self._logs[spec.name] = integration_log
         integration_log.tenant = spec.tenant
         integration_log.max_bytes = spec.delivery.max_backlog_mb << 20
         appenders[session_id(spec.name)] = integration_log.append
-        return integration_log
+        return integration_log, fresh
+
+    async def _move_queue(self, spec: IntegrationSpec, integration_log: IntegrationLog) -> None:
+        """Make the session, then move what its stored queue holds (queued while no log was
+        attached: before this start's attach, or by a build older than the log) into the
+        held log, ahead of what routing appended since; then remove it from the queue."""
+        client_id = session_id(spec.name)
+        storage = self.broker.storage
+        entries: list[QueuedMessage] = []
+        try:
+            await self._session(spec)
+            # The queue writes in flight for it commit first: the fetch sees them.
+            await self.broker.hub.tasks.barrier(client_id)
+            entries = await storage.fetch(client_id, time.time())
+        finally:
+            await integration_log.put_first([entry.message for entry in entries])
+        if entries:
+            await storage.remove_many([(client_id, entry.packet_id) for entry in entries])
+            log.info(
+                "integration %s: moved %d messages queued for it into its log",
+                spec.name,
+                len(entries),
+            )
 
     async def detach(self, spec: IntegrationSpec, *, forget: bool) -> None:
         self._events.pop(spec.name, None)
@@ -460,11 +492,9 @@ class BrokerIntegrations:
         if waits is not None:
             await waits
 
-    async def _session(
-        self, spec: IntegrationSpec, integration_log: IntegrationLog | None
-    ) -> Session:
+    async def _session(self, spec: IntegrationSpec) -> Session:
         """The integration's session, made (or its subscriptions brought to the spec's
-        filters) and, without a log, stored before the backlog is read."""
+        filters) and stored before the backlog is read."""
         from mqttq.broker.sessions.session import Session  # noqa: PLC0415
 
         hub = self.broker.hub
@@ -475,11 +505,8 @@ class BrokerIntegrations:
             if life is not None:  # moved to another tenant: its queue stays behind
                 await life.endings.remove_session(session)
             session = None
-        if session is not None and integration_log is not None and session.expiry_interval:
-            await self._upgrade(session, integration_log)
         if session is None:
-            expiry = SESSION_EXPIRY_NEVER if integration_log is None else 0
-            session = Session(hub, client_id, 5, expiry, hub.space(spec.tenant))
+            session = Session(hub, client_id, 5, SESSION_EXPIRY_NEVER, hub.space(spec.tenant))
             session.disconnected_at = time.time()
             hub.sessions[client_id] = session
             hub.limits.acquire_session(spec.tenant, force=True)
@@ -496,28 +523,5 @@ class BrokerIntegrations:
             for f in filters
         ]
         hub.subscribe(session, SubscribePacket(1, requests))
-        if integration_log is None:
-            await hub.save_session(session)
+        await hub.save_session(session)
         return session
-
-    async def _upgrade(self, session: Session, integration_log: IntegrationLog) -> None:
-        """Move the queue of a session stored before the log (an older data directory)
-        into the log, ahead of what routing appended since `attach` registered the log, then
-        delete the stored session: it lives on in memory only, as every integration's."""
-        client_id = session.client_id
-        storage = self.broker.storage
-        integration_log.hold()
-        moved: list[Message] = []
-        try:
-            # The queue writes in flight for it commit first: the fetch sees them.
-            await self.broker.hub.tasks.barrier(client_id)
-            moved = [entry.message for entry in await storage.fetch(client_id, time.time())]
-        finally:
-            await integration_log.put_first(moved)
-        await storage.delete_session(client_id)
-        session.expiry_interval = 0
-        log.info(
-            "integration %s: moved %d queued messages of its stored session into its log",
-            client_id,
-            len(moved),
-        )

@@ -244,31 +244,41 @@ class PublishInbox:
             if outcome is not None:
                 outcome.set_result(fan)
             return None
+        row: int | None = None  # deleted once what the routing waits for is written
         if seq is not None:
             self._remember(space.name, message.topic, fan.enqueue is not None)
-            if fan.enqueue is None:
+            if fan.enqueue is None and fan.produced:
+                row = seq
+            elif fan.enqueue is None:
                 self._done.append(seq)
         backlog: int | None = None  # None: completed at once, nothing waited
         if fan.waits():
             backlog = len(fan.stored)
             self._backlog += backlog
-        return self._hub.settle(fan, partial(self._completed, message.topic, seq, outcome, backlog))
+        return self._hub.settle(
+            fan, partial(self._completed, message.topic, seq, outcome, backlog, row)
+        )
 
     def _delete_done(self) -> None:
         if self._done:
             done, self._done = self._done, []
             self._hub.tasks.spawn(self._store.inbox_done(done), "inbox_done")
 
-    def _completed(
+    def _completed(  # noqa: PLR0917 (bound by `partial` in `_route`)
         self,
         topic: str,
         seq: int | None,
         outcome: asyncio.Future[ReasonCode] | None,
         backlog: int | None,
+        row: int | None,
         reason: ReasonCode,
     ) -> None:
         """`Hub.settle` completed the routing of a held message with `reason`; `backlog`:
-        the entries it added to the backlog while it waited (None: it did not wait)."""
+        the entries it added to the backlog while it waited (None: it did not wait); `row`:
+        its inbox row, deleted now that what it waited for is written."""
+        if row is not None and reason != ReasonCode.UNSPECIFIED_ERROR:
+            self._done.append(row)
+            self._delete_done()
         if backlog is not None:
             self._backlog -= backlog
             if self._waiting:
