@@ -80,7 +80,10 @@ under `pytest -n 2 --dist loadgroup` each group runs on one worker, so that the 
 starts once; elsewhere the mark does nothing."""
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # First: pytest-xdist's own hook reads the `xdist_group` marks to group the tests, and a
+    # mark added after it is ignored (the folders' groups would not hold).
     tests_dir = Path(__file__).parent
     process = getattr(pytest.mark, BROKER_PROCESS_MARK)
     for item in items:
