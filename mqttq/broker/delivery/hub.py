@@ -550,7 +550,12 @@ class Hub(SessionHost):
                 sid,
             )
             is_new = router.subscribe(client_id, subscription)
-            if qos and session.expiry_interval and self.inbox is not None:
+            if (
+                qos
+                and session.expiry_interval
+                and self.inbox is not None
+                and client_id not in self.appenders  # an integration: its log, not storage
+            ):
                 self.inbox.expect_storage(space.name)
             codes.append(_GRANTED[qos])
             granted.append(topic_filter)

@@ -28,7 +28,8 @@ async def restore_sessions(endings: SessionEndings, max_session_expiry_interval:
                 continue  # another node has it now
             cluster.adopt_restored(record.client_id)
         expiry = min(record.session_expiry_interval, max_session_expiry_interval)
-        if record.client_id.startswith(INTEGRATION_CLIENT_PREFIX):
+        integration = record.client_id.startswith(INTEGRATION_CLIENT_PREFIX)
+        if integration:
             expiry = record.session_expiry_interval  # the broker's own: the cap is for clients
         disconnected_at = record.disconnected_at
         elapsed = 0.0 if disconnected_at is None else max(0.0, now - disconnected_at)
@@ -61,7 +62,8 @@ async def restore_sessions(endings: SessionEndings, max_session_expiry_interval:
         hub.limits.acquire_session(record.tenant, force=True)
         for subscription in record.subscriptions:
             space.router.subscribe(record.client_id, subscription)
-            if subscription.qos and hub.inbox is not None:
+            # An integration's messages go to its log once it is attached: they need no inbox.
+            if subscription.qos and hub.inbox is not None and not integration:
                 hub.inbox.expect_storage(record.tenant)
             space.add_topic_ref(space.topic_of(subscription.topic_filter), force=True)
         if (
