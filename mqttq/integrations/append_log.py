@@ -95,7 +95,8 @@ class IntegrationLog:
         self.records = 0
         """Records durable and not committed (the lag)."""
         self.dropped = 0
-        """Messages not written because the backlog was full, or found unreadable."""
+        """Messages not written because the backlog was full, found unreadable, or expired
+        before their turn (counted by the consumer)."""
         self.recent: deque[LogRecord] = deque()
         """The newest durable records, oldest first, contiguous (`memory_bytes` at most)."""
         self._recent_bytes = 0

@@ -28,7 +28,6 @@ class LogBacklog:
         self.spec = spec
         self.skipped = 0
         """Records the payload filter refused (taken, never delivered)."""
-        self.expired = 0
         self.position = log.committed
         """The next record to take."""
         self._ends: dict[int, tuple[int, int]] = {}
@@ -86,7 +85,7 @@ class LogBacklog:
         batch: list[Delivery] = []
         for start, _end, message in records:
             if message.expires_at is not None and message.is_expired(now):
-                self.expired += 1  # [MQTT-3.3.2-5]: never delivered once expired
+                self.log.dropped += 1  # [MQTT-3.3.2-5]: never delivered once expired
                 self._uncommitted += 1
                 continue
             if keep is not None and not keep.matches(message.payload):
@@ -110,4 +109,4 @@ class LogBacklog:
         return self.log.records
 
     def dropped(self) -> int:
-        return self.log.dropped + self.expired
+        return self.log.dropped

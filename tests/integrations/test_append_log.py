@@ -243,3 +243,18 @@ def test_records_the_payload_filter_refuses_are_committed_past(tmp_path: Path) -
         assert opened(tmp_path).records == 0
 
     asyncio.run(scenario())
+
+
+def test_a_message_expired_before_its_turn_is_counted_not_delivered(tmp_path: Path) -> None:
+    async def scenario() -> None:
+        log = opened(tmp_path)
+        now = time.time()
+        expired = Message("t/old", b"old", 1, False, created_at=now - 10, expires_at=now - 1)
+        await append(log, [expired, message(1)])
+        backlog = LogBacklog(log, spec())
+        assert payloads(await drain(backlog, 1)) == [b"m1"]
+        assert backlog.dropped() == 1
+        assert backlog.lag() == 0
+        await log.close()
+
+    asyncio.run(scenario())
