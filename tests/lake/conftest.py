@@ -58,6 +58,8 @@ class Scenario:
     second_run: list[dict[str, Any]] = field(default_factory=list)
     second_code: int | None = None
     second_stderr: str = ""
+    background: dict[str, Background] = field(default_factory=dict)
+    """Other lakes of the same log, written while the scenario runs."""
 
 
 @dataclass
@@ -190,12 +192,17 @@ def _wait_for_batches(proc: subprocess.Popen[str], batches: int) -> list[dict[st
 
 @pytest.fixture(scope="session")
 def lake_scenario(
-    kafka: KafkaServer, tmp_path_factory: pytest.TempPathFactory
+    kafka: KafkaServer, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
 ) -> Iterator[Scenario]:
     """The scenario: a broker on the Kafka log, messages published through it and foreign
     records; `lake run` (local[2]) killed with SIGKILL after its second batch, then run
     again with `--available-now` to the end on `local-cluster[2,1,1024]`, both with
-    `[lake.schema]` typed columns."""
+    `[lake.schema]` typed columns.
+
+    The other lakes of the same log (`--infer --hourly`, `--format delta`) are written by
+    drivers of their own started as soon as the log is full, while the scenario's runs go
+    on: each JVM spends most of its start waiting on one core, so they overlap rather than
+    queue (only those the session's tests ask for)."""
     work = tmp_path_factory.mktemp("lake")
     broker = InProcessBroker(work / "broker", log_config(kafka.bootstrap, PREFIX))
     broker.start()
@@ -215,6 +222,23 @@ def lake_scenario(
             continue
         scenario.records.append((record.partition(), record.offset(), tenant, message))
 
+    wanted = {name for item in request.session.items for name in getattr(item, "fixturenames", ())}
+    if "inferred_hourly_lake" in wanted:
+        scenario.background["infer"] = _start_inferred_hourly(
+            tmp_path_factory.mktemp("lake-inferred") / "lake", kafka.bootstrap
+        )
+    if "delta_lake" in wanted:
+        scenario.background["delta"] = _start_delta(
+            tmp_path_factory.mktemp("lake-delta") / "lake", kafka.bootstrap
+        )
+    try:
+        yield _run_scenario(scenario, work, kafka)
+    finally:
+        for run in scenario.background.values():
+            run.stop()
+
+
+def _run_scenario(scenario: Scenario, work: Path, kafka: KafkaServer) -> Scenario:
     config = work / "broker.toml"
     config.write_text(log_config(kafka.bootstrap, PREFIX) + SCHEMA, "utf-8")
     # First, the schema goes with the run (same for both runs: a lake's columns are stable).
@@ -248,7 +272,7 @@ def lake_scenario(
         env={k: v for k, v in os.environ.items() if k != "MQTTQ_PURE"},
     )
     scenario.second_code, scenario.second_run, scenario.second_stderr = code, lines, stderr
-    yield scenario
+    return scenario
 
 
 def _start_killable_with_config(lake: Path, config: Path) -> subprocess.Popen[str]:
@@ -274,44 +298,61 @@ def _start_killable_with_config(lake: Path, config: Path) -> subprocess.Popen[st
     )
 
 
-@pytest.fixture(scope="session")
-def inferred_hourly_lake(
-    lake_scenario: Scenario, tmp_path_factory: pytest.TempPathFactory
-) -> InferredLake:
-    """The scenario's log into a new lake with `--infer --hourly --available-now`, without
-    a config (`--bootstrap-servers`, `--topic`): one Spark driver for both settings."""
-    lake = tmp_path_factory.mktemp("lake-inferred") / "lake"
-    code, lines, stderr = run_to_end(
-        [
-            "run",
-            "--lake",
-            str(lake),
-            "--bootstrap-servers",
-            lake_scenario.bootstrap,
-            "--topic",
-            TOPIC,
-            "--infer",
-            "--hourly",
-            "--available-now",
-            "--master",
-            "local[2]",
-            "--json",
-        ]
-    )
-    return InferredLake(lake, code, lines, stderr)
+@dataclass
+class Background:
+    """A run started while the scenario goes on; its output goes to files (a pipe nobody
+    reads yet would stall it once full)."""
+
+    lake: Path
+    proc: subprocess.Popen[bytes]
+    out: Path
+    err: Path
+
+    @classmethod
+    def start(cls, lake: Path, args: list[str]) -> Background:
+        lake.parent.mkdir(parents=True, exist_ok=True)
+        out, err = lake.parent / "stdout", lake.parent / "stderr"
+        with out.open("wb") as stdout, err.open("wb") as stderr:
+            proc = subprocess.Popen(args, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL)
+        return cls(lake, proc, out, err)
+
+    def finish(self) -> tuple[int, str, str]:
+        """Wait for its end: (exit code, stdout, stderr)."""
+        code = self.proc.wait(timeout=DEADLINE)
+        return code, self.out.read_text("utf-8"), self.err.read_text("utf-8")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=60)
+
+
+def _start_inferred_hourly(lake: Path, bootstrap: str) -> Background:
+    """`lake run --infer --hourly --available-now` into a new lake, without a config
+    (`--bootstrap-servers`, `--topic`): one Spark driver for both settings."""
+    args = ["run", "--lake", str(lake), "--bootstrap-servers", bootstrap, "--topic", TOPIC]
+    args += ["--infer", "--hourly", "--available-now", "--master", "local[2]", "--json"]
+    return Background.start(lake, lake_command(*args))
+
+
+def _start_delta(lake: Path, bootstrap: str) -> Background:
+    """The log into a Delta lake through the command line (`tests.lake.delta_run`)."""
+    module = [sys.executable, "-m", "tests.lake.delta_run"]
+    return Background.start(lake, [*module, str(lake), bootstrap, TOPIC])
 
 
 @pytest.fixture(scope="session")
-def delta_lake(lake_scenario: Scenario, tmp_path_factory: pytest.TempPathFactory) -> Any:
+def inferred_hourly_lake(lake_scenario: Scenario) -> InferredLake:
+    """The scenario's log into a new lake with `--infer --hourly --available-now`."""
+    run = lake_scenario.background["infer"]
+    code, out, err = run.finish()
+    lines = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return InferredLake(run.lake, code, lines, err)
+
+
+@pytest.fixture(scope="session")
+def delta_lake(lake_scenario: Scenario) -> Any:
     """The scenario's log into a Delta lake (`tests.lake.delta_run`): what it read back."""
-    lake = tmp_path_factory.mktemp("lake-delta") / "lake"
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.lake.delta_run", str(lake), lake_scenario.bootstrap, TOPIC],
-        capture_output=True,
-        text=True,
-        timeout=DEADLINE,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    code, out, err = lake_scenario.background["delta"].finish()
+    assert code == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])

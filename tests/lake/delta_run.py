@@ -1,29 +1,52 @@
-"""`python -m tests.lake.delta_run LAKE BOOTSTRAP TOPIC`: the lake stream into a Delta lake
-(`--format delta`) with `--available-now`, run twice (the second finds nothing new), then
-the lake read back through `mqttq.lake.query`, compacted (OPTIMIZE) and expired (as if a
-year later, DELETE + VACUUM); prints one JSON line of what it found at each step.
+"""`python -m tests.lake.delta_run LAKE BOOTSTRAP TOPIC`: a Delta lake through the command
+line: `mqttq lake run --format delta --available-now` twice (the second finds nothing new),
+`mqttq lake compact` (OPTIMIZE) and `mqttq lake expire --older-than 90d` (DELETE + VACUUM,
+nothing of today goes); then the lake read back through `mqttq.lake.query` and expired as if
+a year later (the one step the command line cannot reach: its clock). Prints one JSON line
+of what it found at each step.
 
-A process of its own: the Delta jar must be on the driver's classpath from the start, and
-another test's in-process session in the same worker would be reused without it."""
+The commands run in this one process, one after the other (each starts and stops its Spark
+session in the same driver JVM, so Delta's jar is on its classpath from the first): a
+process of its own, because another test's in-process session in the same pytest worker
+would be reused without that jar.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import sys
-import threading
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
-from mqttq.lake.compact import compact_delta
+import typer
+
+from mqttq.cli import app
 from mqttq.lake.expire import expire_delta
 from mqttq.lake.partitions import now_utc
 from mqttq.lake.query import read_messages, read_quarantine
-from mqttq.lake.stream import RunOptions, lake_packages, open_lake, run_stream, stream_conf
+from mqttq.lake.stream import lake_packages, stream_conf
 from mqttq.spark.session import SparkOptions, build_session
 
 
-def main(lake: Path, bootstrap: str, topic: str) -> None:
-    info = open_lake(lake, hourly=False, fmt="delta")
+def lake(*args: str) -> list[dict[str, Any]]:
+    """`mqttq lake ARGS --json` in this process: its JSON lines; fails on a non-zero exit."""
+    out = io.StringIO()
+    command = typer.main.get_command(app)
+    with contextlib.redirect_stdout(out):
+        code = command.main(["lake", *args, "--json"], prog_name="mqttq", standalone_mode=False)
+    assert code in (None, 0), f"mqttq lake {' '.join(args)} exited {code}: {out.getvalue()}"
+    return [json.loads(line) for line in out.getvalue().splitlines() if line.startswith("{")]
+
+
+def main(lake_dir: Path, bootstrap: str, topic: str) -> None:
+    run = ["run", "--lake", str(lake_dir), "--bootstrap-servers", bootstrap, "--topic", topic]
+    run += ["--format", "delta", "--available-now", "--master", "local[2]"]
+    runs = [lake(*run)[-1], lake(*run)[-1]]
+    compacted = lake("compact", "--lake", str(lake_dir))[-1]
+    expired_now = lake("expire", "--lake", str(lake_dir), "--older-than", "90d")[-1]
     spark = build_session(
         SparkOptions(
             master="local[2]",
@@ -33,28 +56,29 @@ def main(lake: Path, bootstrap: str, topic: str) -> None:
         )
     )
     try:
-        options = RunOptions(lake, bootstrap, topic, available_now=True, format="delta")
-        totals = [run_stream(spark, options, info, lambda _e: None, threading.Event())]
-        totals.append(run_stream(spark, options, info, lambda _e: None, threading.Event()))
-        messages = read_messages(spark, lake).select("kafka_partition", "kafka_offset", "topic")
-        quarantine = read_quarantine(spark, lake)
+        messages = read_messages(spark, lake_dir)
+        quarantine = read_quarantine(spark, lake_dir)
         found: dict[str, object] = {
-            "runs": [{"messages": t.messages, "quarantined": t.quarantined} for t in totals],
-            "offsets": [[r[0], r[1]] for r in messages.collect()],
-            "columns": read_messages(spark, lake).columns,
+            "runs": [{"messages": r["messages"], "quarantined": r["quarantined"]} for r in runs],
+            "stopped_events": [r["event"] for r in runs],
+            "offsets": [
+                [r[0], r[1]] for r in messages.select("kafka_partition", "kafka_offset").collect()
+            ],
+            "columns": messages.columns,
             "quarantine": []
             if quarantine is None
             else [
                 [r[0], r[1], r[2]]
                 for r in quarantine.select("kafka_partition", "kafka_offset", "reason").collect()
             ],
+            "compact": {k: compacted[k] for k in ("files_removed", "files_added")},
+            "compact_format": compacted.get("format"),
+            "expired_now": expired_now["rows"],
         }
-        found["compact"] = compact_delta(spark, lake)
-        found["rows_after_compact"] = read_messages(spark, lake).count()
-        found["expired_now"] = expire_delta(spark, lake, 90 * 86_400)
+        found["rows_after_compact"] = len(found["offsets"])  # type: ignore[arg-type]
         later = now_utc() + timedelta(days=366)
-        found["expired_a_year_later"] = expire_delta(spark, lake, 90 * 86_400, now=later)
-        found["rows_after_expire"] = read_messages(spark, lake).count()
+        found["expired_a_year_later"] = expire_delta(spark, lake_dir, 90 * 86_400, now=later)
+        found["rows_after_expire"] = read_messages(spark, lake_dir).count()
     finally:
         spark.stop()
     print(json.dumps(found))

@@ -212,8 +212,8 @@ def test_an_hourly_lake_is_partitioned_by_hour_through_the_stream(
 def test_format_delta_writes_a_delta_lake_every_offset_once(
     lake_scenario: Scenario, delta_lake: dict[str, Any]
 ) -> None:
-    """`--format delta` (delta-spark 4.4.0 on Spark 4.2.0): the log into Delta tables,
-    read back through Delta; a second `--available-now` run finds nothing new."""
+    """`mqttq lake run --format delta` (delta-spark 4.4.0 on Spark 4.2.0): the log into
+    Delta tables, read back through Delta; a second `--available-now` run finds nothing new."""
     offsets = Counter((p, o) for p, o in delta_lake["offsets"])
     assert set(offsets) == {(p, o) for p, o, _, _ in lake_scenario.records}
     assert max(offsets.values()) == 1
@@ -224,14 +224,17 @@ def test_format_delta_writes_a_delta_lake_every_offset_once(
         "quarantined": len(lake_scenario.foreign),
     }
     assert second == {"messages": 0, "quarantined": 0}
+    assert delta_lake["stopped_events"] == ["stopped", "stopped"]
     assert {"tenant", "date", "topic", "payload", "kafka_offset"} <= set(delta_lake["columns"])
 
 
 def test_a_delta_lake_compacts_with_optimize_and_expires_with_delete(
     lake_scenario: Scenario, delta_lake: dict[str, Any]
 ) -> None:
-    """compact = OPTIMIZE (no row lost), expire = DELETE + VACUUM: nothing of today goes
-    at 90 days; a year later every row of the messages and the quarantine goes."""
+    """`mqttq lake compact` = OPTIMIZE (no row lost), `mqttq lake expire --older-than 90d` =
+    DELETE + VACUUM: nothing of today goes; a year later every row of the messages and the
+    quarantine goes."""
+    assert delta_lake["compact_format"] == "delta"
     assert delta_lake["compact"]["files_removed"] >= delta_lake["compact"]["files_added"]
     assert delta_lake["rows_after_compact"] == len(lake_scenario.records)
     assert delta_lake["expired_now"] == 0
