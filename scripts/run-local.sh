@@ -91,12 +91,19 @@ with_heartbeat() {
     local what=$1 status=0
     shift
     (
+        # Each sleep in the background and waited for, so that the kill below ends the loop
+        # at once (bash holds a signal until a foreground child ends: up to a whole beat
+        # after COMMAND) and takes the sleep with it (which would hold stderr open).
+        trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
         elapsed=0
-        while sleep "$HEARTBEAT_SECONDS"; do
+        while :; do
+            sleep "$HEARTBEAT_SECONDS" &
+            sleeper=$!
+            wait "$sleeper"
             elapsed=$((elapsed + HEARTBEAT_SECONDS))
             echo "  ... still $what (${elapsed} s)"
         done
-    ) >&2 & # not on stdout: that may be a pipe, which its sleep would hold open
+    ) >&2 & # not on stdout: that may be a pipe, which a sleep would hold open
 
     local beat=$!
     "$@" || status=$?
