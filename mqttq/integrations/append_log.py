@@ -336,11 +336,12 @@ class IntegrationLog:
         return out
 
     def read(
-        self, position: int, limit: int, *, decode: bool = True
+        self, position: int, limit: int, *, most: int = -1, decode: bool = True
     ) -> tuple[list[LogRecord], int]:
         """The durable records from `position` (a record boundary), about `limit` bytes of
-        them and at least one, and the position after them. A damaged record skips the rest
-        of its segment (counted in `dropped`)."""
+        them and at least one (at most `most` when it is not negative: only those are
+        decoded), and the position after them. A damaged record skips the rest of its
+        segment (counted in `dropped`)."""
         durable = self.durable
         if position >= durable:
             return [], position
@@ -355,13 +356,13 @@ class IntegrationLog:
             return [], stop
         path = self._segment_path(base)
         data = _read_at(path, position - base, min(stop - position, max(limit, HEADER_SIZE)))
-        found, after = scan(data, position)
+        found, after = scan(data, position, most)
         if not found:
             need = record_size(data)
             if need is not None and len(data) < need <= stop - position:
                 # The first record is longer than `limit`: read it whole.
                 data = _read_at(path, position - base, need)
-                found, after = scan(data, position)
+                found, after = scan(data, position, most)
         if not found:
             # Not a whole record where one must start: damaged. Skip the segment.
             log.warning(

@@ -69,7 +69,7 @@ class LogBacklog:
             memory_from = recent[0][0] if recent else log.durable
             if memory_from <= self.position:
                 break  # memory holds the rest: the next call takes it from there
-            records, after = log.read(self.position, READ_BYTES)
+            records, after = log.read(self.position, READ_BYTES, most=wanted - len(out))
             take = [r for r in records[: wanted - len(out)] if r[0] < memory_from]
             out.extend(take)
             if len(take) == len(records):

@@ -59,15 +59,18 @@ def decode_body(body: bytes | memoryview) -> tuple[str, Message]:
     return unpack_fields(raw[start:publisher_at], raw[payload_at:], publisher)
 
 
-def scan(data: bytes | memoryview, base: int = 0) -> tuple[list[tuple[int, int, memoryview]], int]:
-    """The whole records at the start of `data` as `(start, end, body)` with positions
-    offset by `base`, and where they end (`base` + the bytes they cover): a record cut short,
-    or whose CRC does not match, ends the scan."""
+def scan(
+    data: bytes | memoryview, base: int = 0, most: int = -1
+) -> tuple[list[tuple[int, int, memoryview]], int]:
+    """The whole records at the start of `data` (at most `most` of them when it is not
+    negative) as `(start, end, body)` with positions offset by `base`, and where they end
+    (`base` + the bytes they cover): a record cut short, or whose CRC does not match, ends
+    the scan."""
     view = memoryview(data)
     size = len(view)
     records: list[tuple[int, int, memoryview]] = []
     at = 0
-    while at + HEADER_SIZE <= size:
+    while at + HEADER_SIZE <= size and len(records) != most:
         length, crc = _HEAD.unpack_from(view, at)
         end = at + HEADER_SIZE + length
         if length > MAX_BODY or end > size:
