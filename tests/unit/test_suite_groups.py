@@ -47,8 +47,10 @@ def test_each_group_runs_on_one_worker(tmp_path: Path) -> None:
     (tmp_path / "test_marked.py").write_text(MARKED, "utf-8")
     (tmp_path / "test_added.py").write_text(ADDED, "utf-8")
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "-n", "2"]
-        + ["--dist", "loadgroup", "-o", "addopts=", "--rootdir", str(tmp_path), str(tmp_path)],
+        [
+            *(sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", "-n", "2"),
+            *("--dist", "loadgroup", "-o", "addopts=", "--rootdir", str(tmp_path), str(tmp_path)),
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,
