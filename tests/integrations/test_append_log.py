@@ -9,16 +9,18 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mqttq.codec.properties import Properties
+from mqttq.errors import ConfigError
 from mqttq.integrations.append_log import IntegrationLog
 from mqttq.integrations.log_backlog import LogBacklog
 from mqttq.integrations.log_records import decode_body, encode_record, scan
 from mqttq.integrations.payload_filter import PayloadFilter
 from mqttq.integrations.record import Delivery
-from mqttq.integrations.spec import DeliverySettings, IntegrationSpec
+from mqttq.integrations.spec import DeliverySettings, IntegrationSpec, parse_integration
 from mqttq.model import Message
 
 
@@ -258,3 +260,14 @@ def test_a_message_expired_before_its_turn_is_counted_not_delivered(tmp_path: Pa
         await log.close()
 
     asyncio.run(scenario())
+
+
+def test_max_backlog_mb_is_a_delivery_setting_checked_by_key() -> None:
+    table = {"name": "hook", "type": "http", "filters": ["t/#"], "url": "http://h/"}
+    assert parse_integration(table, "integration").delivery.max_backlog_mb == 1024
+    spec = parse_integration({**table, "max_backlog_mb": 5}, "integration")
+    assert spec.delivery.max_backlog_mb == 5
+    assert spec.public()["max_backlog_mb"] == 5
+    with pytest.raises(ConfigError) as bad:
+        parse_integration({**table, "max_backlog_mb": 0}, "integration")
+    assert bad.value.key == "integration.max_backlog_mb"
