@@ -1,8 +1,10 @@
 """`mqttq lake replay --lake DIR --since T --until T --filter 'sensors/#' --host H --port P`:
 archived messages published again into a broker, QoS 1, each publisher's messages in their
 original order, MQTT 5.0 properties kept (the work is in `mqttq.lake.replay`; pyarrow, no
-Spark). A progress bar on a terminal, or one JSON summary with `--json`. Bad options exit 2;
-a lake or a broker that cannot be used, 1; a PUBACK that refuses a message, 1 (counted).
+Spark), read piece by piece with at most `--max-in-flight` PUBACKs outstanding. A progress
+bar on a terminal (its total counted up front without loading the rows), or one JSON summary
+with `--json`. Bad options exit 2; a lake or a broker that cannot be used, 1; a PUBACK that
+refuses a message, 1 (counted).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from mqttq.cli.errors import EXIT_CONFIG, EXIT_FAILURE, print_error
+from mqttq.lake.replay import MAX_IN_FLIGHT, PIECE_ROWS
 
 __all__ = ["replay_command"]
 
@@ -62,15 +65,35 @@ def replay_command(
     keep_retain: Annotated[
         bool, typer.Option("--retain", help="Keep the retain flag (default: publish unretained).")
     ] = False,
+    max_in_flight: Annotated[
+        int,
+        typer.Option(
+            "--max-in-flight",
+            metavar="N",
+            help="PUBLISHes waiting for their PUBACK, at most (1 to 65535).",
+        ),
+    ] = MAX_IN_FLIGHT,
+    piece_rows: Annotated[
+        int,
+        typer.Option(
+            "--piece-rows",
+            metavar="N",
+            help="Rows read from the lake at once, about (a bigger partition is cut by time).",
+        ),
+    ] = PIECE_ROWS,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON summary on stdout.")] = False,
 ) -> None:
     """Publish archived messages again into a broker (QoS 1, in each publisher's order)."""
     from mqttq.errors import ProtocolError  # noqa: PLC0415
     from mqttq.lake.layout import LakeError  # noqa: PLC0415
-    from mqttq.lake.replay import ReplayOptions, publish, select_rows  # noqa: PLC0415
+    from mqttq.lake.replay import ReplayOptions, Selection, publish  # noqa: PLC0415
     from mqttq.lake.window import parse_window  # noqa: PLC0415
     from mqttq.routing.topics import validate_topic_filter  # noqa: PLC0415
 
+    if not 1 <= max_in_flight <= 65_535:
+        _fail(f"bad --max-in-flight {max_in_flight}: give 1 to 65535", EXIT_CONFIG)
+    if piece_rows < 1:
+        _fail(f"bad --piece-rows {piece_rows}: give 1 or more", EXIT_CONFIG)
     try:
         window = parse_window(since, until)
         validate_topic_filter(topic_filter)
@@ -79,7 +102,8 @@ def replay_command(
     except ProtocolError as exc:
         _fail(f"bad --filter {topic_filter!r}: {exc}", EXIT_CONFIG)
     try:
-        table = select_rows(lake, window, topic_filter, tenant=tenant)
+        selection = Selection(lake, window, topic_filter, tenant=tenant, piece_rows=piece_rows)
+        selected = selection.count()
     except LakeError as exc:
         _fail(str(exc))
     options = ReplayOptions(
@@ -90,10 +114,11 @@ def replay_command(
         username=username,
         password=password if password is not None else os.environ.get("MQTTQ_REPLAY_PASSWORD"),
         keep_retain=keep_retain,
+        max_in_flight=max_in_flight,
     )
     try:
         if as_json or not sys.stderr.isatty():
-            result = asyncio.run(publish(table, options))
+            result = asyncio.run(publish(selection.pieces(), options, selected=selected))
         else:
             with Progress(
                 TextColumn("replay"),
@@ -103,8 +128,15 @@ def replay_command(
                 console=Console(stderr=True),
                 transient=True,
             ) as bar:
-                task = bar.add_task("replay", total=table.num_rows)
-                result = asyncio.run(publish(table, options, lambda n: bar.advance(task, n)))
+                task = bar.add_task("replay", total=selected)
+                result = asyncio.run(
+                    publish(
+                        selection.pieces(),
+                        options,
+                        selected=selected,
+                        progress=lambda n: bar.advance(task, n),
+                    )
+                )
     except LakeError as exc:
         _fail(str(exc))
     summary = {"event": "replayed", **result.to_json()}
