@@ -1,6 +1,8 @@
 """`mqttq lake replay`: archived messages (a lake written by pyarrow) published again into
 a real broker; a real MQTT 5 subscriber receives them in each publisher's order, with their
-MQTT 5 properties; the window and the filter leave the rest out; errors are one line."""
+MQTT 5 properties, across day (and hour) partitions and pieces, each once, with never more
+PUBLISHes unacknowledged than `--max-in-flight`; the window and the filter leave the rest
+out; errors are one line."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from tests.conftest import BrokerUnderTest
 from tests.integration.raw_client import RawClient
 from tests.integration.wire import Prop
 from tests.lake.lake_rows import Row, at, write_lake
+from tests.lake.test_replay_pieces import fleet, write_hourly
 from tests.services import free_port
 
 runner = CliRunner()
@@ -121,6 +124,71 @@ def test_replay_delivers_in_order_with_properties(broker: BrokerUnderTest, tmp_p
     subscriber.disconnect()
 
 
+def received_by_topic(subscriber: RawClient, count: int) -> dict[str, list[bytes]]:
+    """`count` messages, then nothing more: their payloads by topic, in arrival order."""
+    received = subscriber.receive_messages(count)
+    subscriber.expect_silence(0.3)
+    by_topic: dict[str, list[bytes]] = {}
+    for message in received:
+        assert message.qos == 1
+        by_topic.setdefault(message.topic, []).append(message.payload)
+    return by_topic
+
+
+def test_replay_across_days_keeps_each_publishers_order_within_the_window(
+    broker: BrokerUnderTest, tmp_path: Path
+) -> None:
+    # Three days, publishers a and b interleaving every hour; the window starts at 20:00 of
+    # the first day and ends at 04:00 of the third; pieces of at most 10 rows (each day is
+    # cut by time), at most 3 PUBLISHes waiting for their PUBACK.
+    lake = tmp_path / "lake"
+    write_lake(lake, fleet(days=3, per_hour=1))
+    subscriber = RawClient(broker.port)
+    subscriber.connect("replay-days", level=5)
+    subscriber.subscribe(("replay/#", 1))
+    result = runner.invoke(
+        lake_app,
+        ["replay", "--lake", str(lake), "--since", "2026-11-10T20:00:00Z",
+         "--until", "2026-11-12T04:00:00Z", "--filter", "sensors/#", "--prefix", "replay/",
+         "--port", str(broker.port), "--max-in-flight", "3", "--piece-rows", "10", "--json"],
+        catch_exceptions=False,
+    )  # fmt: skip
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    summary = json.loads(result.stdout)
+    assert (summary["selected"], summary["published"], summary["refused"]) == (64, 64, 0)
+    # Nothing waits for a PUBACK before three were sent: the window fills, never overflows.
+    assert summary["peak_in_flight"] == 3
+    assert received_by_topic(subscriber, 64) == {
+        "replay/sensors/a/t": [f"a{step}".encode() for step in range(20, 52)],
+        "replay/sensors/b/t": [f"b{step}".encode() for step in range(20, 52)],
+    }
+    subscriber.disconnect()
+
+
+def test_replay_of_an_hourly_lake(broker: BrokerUnderTest, tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    write_hourly(lake, fleet(days=2, per_hour=2))
+    subscriber = RawClient(broker.port)
+    subscriber.connect("replay-hours", level=5)
+    subscriber.subscribe(("sensors/#", 1))
+    result = runner.invoke(
+        lake_app,
+        ["replay", "--lake", str(lake), "--since", "2026-11-10T22:30:00Z",
+         "--until", "2026-11-11T01:30:00Z", "--port", str(broker.port), "--max-in-flight", "1",
+         "--json"],
+        catch_exceptions=False,
+    )  # fmt: skip
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    summary = json.loads(result.stdout)
+    assert (summary["selected"], summary["published"], summary["peak_in_flight"]) == (12, 12, 1)
+    # Steps 45 (22:30) to 50 (01:00): hours 22 and 23 of one day, 0 and 1 of the next.
+    assert received_by_topic(subscriber, 12) == {
+        "sensors/a/t": [f"a{step}".encode() for step in range(45, 51)],
+        "sensors/b/t": [f"b{step}".encode() for step in range(45, 51)],
+    }
+    subscriber.disconnect()
+
+
 def test_replay_errors_are_one_line(tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     write_lake(lake, ROWS)
@@ -135,3 +203,8 @@ def test_replay_errors_are_one_line(tmp_path: Path) -> None:
     missing = replay(tmp_path / "nowhere", free_port())
     assert missing.exit_code == 1
     assert missing.stderr.startswith("mqttq: error: no lake at ")
+    for option in ("--max-in-flight", "--piece-rows"):
+        bad = replay(lake, free_port(), option, "0")
+        assert bad.exit_code == 2
+        (line,) = bad.stderr.strip().splitlines()
+        assert line.startswith(f"mqttq: error: bad {option} 0: give 1")
