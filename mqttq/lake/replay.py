@@ -329,9 +329,12 @@ class Selection:
         except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
             where = f"date={piece.date}" + (f"/hour={piece.hour}" if piece.hour is not None else "")
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            # Nothing of this piece was published yet: replaying from its start misses and
+            # doubles nothing.
+            resume = f"{piece.span()[0]:%Y-%m-%dT%H:%M:%S.%fZ}"
             raise LakeError(
                 f"cannot read the lake's partition {where}: {first}; did compact or expire "
-                "change it meanwhile? replay again from there"
+                f"change it meanwhile? replay again with --since {resume}"
             ) from None
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from typer.testing import CliRunner, Result
 
@@ -124,6 +125,26 @@ def test_replay_delivers_in_order_with_properties(broker: BrokerUnderTest, tmp_p
     subscriber.disconnect()
 
 
+def subscribed(broker: BrokerUnderTest, topic_filter: str) -> RawClient:
+    """An MQTT 5 subscriber to `topic_filter` at QoS 1."""
+    subscriber = RawClient(broker.port)
+    subscriber.connect("replay-sub", level=5)
+    subscriber.subscribe((topic_filter, 1))
+    return subscriber
+
+
+def replayed(lake: Path, broker: BrokerUnderTest, since: str, until: str, *args: str) -> Any:
+    """`mqttq lake replay --json` of [since, until) into `broker`: its summary (exit 0)."""
+    result = runner.invoke(
+        lake_app,
+        ["replay", "--lake", str(lake), "--since", since, "--until", until,
+         "--port", str(broker.port), "--json", *args],
+        catch_exceptions=False,
+    )  # fmt: skip
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    return json.loads(result.stdout)
+
+
 def received_by_topic(subscriber: RawClient, count: int) -> dict[str, list[bytes]]:
     """`count` messages, then nothing more: their payloads by topic, in arrival order."""
     received = subscriber.receive_messages(count)
@@ -143,18 +164,12 @@ def test_replay_across_days_keeps_each_publishers_order_within_the_window(
     # cut by time), at most 3 PUBLISHes waiting for their PUBACK.
     lake = tmp_path / "lake"
     write_lake(lake, fleet(days=3, per_hour=1))
-    subscriber = RawClient(broker.port)
-    subscriber.connect("replay-days", level=5)
-    subscriber.subscribe(("replay/#", 1))
-    result = runner.invoke(
-        lake_app,
-        ["replay", "--lake", str(lake), "--since", "2026-11-10T20:00:00Z",
-         "--until", "2026-11-12T04:00:00Z", "--filter", "sensors/#", "--prefix", "replay/",
-         "--port", str(broker.port), "--max-in-flight", "3", "--piece-rows", "10", "--json"],
-        catch_exceptions=False,
+    subscriber = subscribed(broker, "replay/#")
+    summary = replayed(
+        lake, broker, "2026-11-10T20:00:00Z", "2026-11-12T04:00:00Z",
+        "--filter", "sensors/#", "--prefix", "replay/", "--max-in-flight", "3",
+        "--piece-rows", "10",
     )  # fmt: skip
-    assert result.exit_code == 0, (result.stdout, result.stderr)
-    summary = json.loads(result.stdout)
     assert (summary["selected"], summary["published"], summary["refused"]) == (64, 64, 0)
     # Nothing waits for a PUBACK before three were sent: the window fills, never overflows.
     assert summary["peak_in_flight"] == 3
@@ -168,18 +183,10 @@ def test_replay_across_days_keeps_each_publishers_order_within_the_window(
 def test_replay_of_an_hourly_lake(broker: BrokerUnderTest, tmp_path: Path) -> None:
     lake = tmp_path / "lake"
     write_hourly(lake, fleet(days=2, per_hour=2))
-    subscriber = RawClient(broker.port)
-    subscriber.connect("replay-hours", level=5)
-    subscriber.subscribe(("sensors/#", 1))
-    result = runner.invoke(
-        lake_app,
-        ["replay", "--lake", str(lake), "--since", "2026-11-10T22:30:00Z",
-         "--until", "2026-11-11T01:30:00Z", "--port", str(broker.port), "--max-in-flight", "1",
-         "--json"],
-        catch_exceptions=False,
-    )  # fmt: skip
-    assert result.exit_code == 0, (result.stdout, result.stderr)
-    summary = json.loads(result.stdout)
+    subscriber = subscribed(broker, "sensors/#")
+    summary = replayed(
+        lake, broker, "2026-11-10T22:30:00Z", "2026-11-11T01:30:00Z", "--max-in-flight", "1"
+    )
     assert (summary["selected"], summary["published"], summary["peak_in_flight"]) == (12, 12, 1)
     # Steps 45 (22:30) to 50 (01:00): hours 22 and 23 of one day, 0 and 1 of the next.
     assert received_by_topic(subscriber, 12) == {

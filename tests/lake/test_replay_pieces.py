@@ -12,7 +12,13 @@ import pyarrow as pa
 import pytest
 
 from mqttq.lake.arrow_files import write_rows
-from mqttq.lake.layout import PARTITIONS_HOURLY, LakeInfo, arrow_message_schema, write_lake_info
+from mqttq.lake.layout import (
+    PARTITIONS_HOURLY,
+    LakeError,
+    LakeInfo,
+    arrow_message_schema,
+    write_lake_info,
+)
 from mqttq.lake.replay import Selection, filter_regex
 from mqttq.lake.window import Window
 from mqttq.routing.topics import filter_matches
@@ -170,6 +176,23 @@ def test_the_window_tenant_and_filter_leave_the_rest_out(tmp_path: Path) -> None
     assert payloads("sensors/#") == [b"in", b"other tenant"]
     assert payloads("#") == [b"in", b"other tenant", b"other topic"]
     assert payloads("$SYS/#") == [b"dollar"]
+
+
+def test_a_partition_gone_before_its_turn_is_one_line_saying_where_to_resume(
+    tmp_path: Path,
+) -> None:
+    write_lake(tmp_path, fleet(days=2))
+    pieces = Selection(tmp_path, Window(T0, T0 + timedelta(days=2)), "#").pieces()
+    assert next(pieces)["payload"].to_pylist()[0] == b"a0"
+    # As `lake compact` swaps a partition's files out while the replay runs.
+    for path in (tmp_path / "messages" / "tenant=acme" / "date=2026-11-11").iterdir():
+        path.rename(tmp_path / path.name)
+    with pytest.raises(LakeError) as raised:
+        next(pieces)
+    message = str(raised.value)
+    assert "\n" not in message
+    assert message.startswith("cannot read the lake's partition date=2026-11-11: ")
+    assert message.endswith("replay again with --since 2026-11-11T00:00:00.000000Z")
 
 
 TOPICS = [
