@@ -3,7 +3,8 @@ list, then `[auth] providers`; or, for a CONNECT with an Authentication Method, 
 exchange of broker/connection/enhanced.py), its tenant, its will against its publish ACL, and the
 connection rate (node, then tenant; a bounded wait for a token, then 0x9F). The count
 limits come later, with the session. An identity that expires (a token's `exp`) closes
-the connection then, with 0xA0 Maximum connect time on 5.0."""
+the connection then, with 0xA0 Maximum connect time on 5.0. The connection is a
+`ClientLink` (broker/connection/link.py), what admission needs of it."""
 
 from __future__ import annotations
 
