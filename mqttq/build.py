@@ -39,8 +39,11 @@ COMPILED_MODULES: Final = (
     "mqttq.broker.delivery.intake",
     "mqttq.broker.delivery.pending",
     "mqttq.broker.net.plain_tcp",
-    # What a session needs of its connection and of the hub: compiled base classes, so that
-    # the session's calls through them stay native (virtual) calls.
+    # What the packet handlers, the intake and a session need of a connection, and what a
+    # session needs of the hub: compiled base classes, so that the calls and reads through
+    # them stay native.
+    "mqttq.broker.connection.link",
+    "mqttq.broker.delivery.publisher",
     "mqttq.broker.sessions.host",
     "mqttq.broker.sessions.outlet",
     "mqttq.broker.sessions.session",

@@ -11,6 +11,11 @@ listeners `[listener]` asks for. The sub-packages, by role:
   inbox, ordered completions and batching, shared encodings, counters.
 - distributed/: the message-log router, this node's side of the cluster, APPLICATION
   clients on their Kafka topics.
+
+A module names what it needs of the code above it (a compiled base class on the
+per-message path, a `typing.Protocol` elsewhere), never the class that provides it: the
+modules import one another without a cycle, type-only imports included
+(tests/unit/test_import_graph.py).
 """
 
 from __future__ import annotations

@@ -16,13 +16,17 @@ Two parties ask for events, and nothing is built for a kind neither asked for:
   `$events/<kind>/<client id>` (`mqttq.integrations.spec.event_filter`), whatever the
   template, so that an integration's filters do not depend on it.
 The broker's own integration sessions make no events.
+
+The events name what they need of the hub, an `EventsHost` (a `typing.Protocol` that `Hub`
+satisfies): publish a message with no client to answer, and look up a session.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from mqttq.codec.properties import Properties
 from mqttq.errors import ConfigError
@@ -31,20 +35,35 @@ from mqttq.model import Message
 from mqttq.protocol.connect import INTEGRATION_CLIENT_PREFIX
 
 if TYPE_CHECKING:
-    from mqttq.broker.delivery.hub import Hub
+    import asyncio
 
-__all__ = ["DEFAULT_TOPIC", "PROTOCOL_NAMES", "ClientEvents"]
+    from mqttq.broker.sessions.session import Session
+
+__all__ = ["DEFAULT_TOPIC", "PROTOCOL_NAMES", "ClientEvents", "EventsHost"]
 
 DEFAULT_TOPIC: Final = EVENTS_PREFIX + "{kind}/{client_id}"
 PROTOCOL_NAMES: Final = {3: "MQTT 3.1", 4: "MQTT 3.1.1", 5: "MQTT 5.0"}
 """The protocol of a connected event, by CONNECT's protocol level."""
 
 
+class EventsHost(Protocol):
+    """What the events need of the hub (`Hub`)."""
+
+    @property
+    def sessions(self) -> Mapping[str, Session]:
+        """Every session of the broker by client id."""
+        ...
+
+    def publish_detached(self, tenant: str, message: Message) -> asyncio.Future[Any] | None:
+        """Publish with no client to acknowledge."""
+        ...
+
+
 class ClientEvents:
     """Publishes client events (see the module docstring). `kinds` is what integrations
     take (set by them); `configure` adds what `[events]` asks for MQTT subscribers."""
 
-    def __init__(self, hub: Hub) -> None:
+    def __init__(self, hub: EventsHost) -> None:
         self.hub = hub
         self._integration_kinds: frozenset[str] = frozenset()
         self._subscriber_kinds: frozenset[str] = frozenset()

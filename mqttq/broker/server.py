@@ -142,7 +142,7 @@ class Broker:
             node = ClusterNode(self.hub, self.cluster_link)
             node.taken_over = life.endings.moved_away
             await node.open()  # every node's sessions, subscriptions, retained messages
-            self.hub.attach_cluster(node)
+            life.attach_cluster(node)
         restored = await life.restore()
         if self.hub.inbox is not None:  # accepted messages the last run did not fan out
             await self.hub.inbox.replay()

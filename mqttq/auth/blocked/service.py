@@ -20,11 +20,11 @@ import logging
 import time
 from collections.abc import Callable
 
-from mqttq.auth.authenticator import AuthRefusal
 from mqttq.auth.blocked.entries import BlockedClient
 from mqttq.auth.blocked.failed import DEFAULT_SIZE, FailedConnection, FailedConnections
 from mqttq.auth.blocked.matcher import BlockList
 from mqttq.auth.blocked.ports import BlockedStore
+from mqttq.auth.identity import AuthRefusal
 from mqttq.auth.providers.base import SKIP, AuthRequest, Decision, banned
 
 __all__ = ["BlockedClients"]

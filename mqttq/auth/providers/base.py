@@ -43,7 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from mqttq.auth.authenticator import AuthRefusal, Identity
+from mqttq.auth.identity import AuthRefusal, Identity
 from mqttq.reasons import ReasonCode
 
 __all__ = [

@@ -21,7 +21,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from mqttq.auth.authenticator import AuthRefusal, Identity
+from mqttq.auth.identity import AuthRefusal, Identity
 from mqttq.auth.ports import AuthStoreError
 from mqttq.auth.providers.base import AuthProvider, AuthRequest, Decision, Skip
 from mqttq.reasons import ReasonCode

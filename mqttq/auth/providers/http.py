@@ -29,7 +29,7 @@ from typing import Any, Final
 import aiohttp
 
 from mqttq.auth.acl import expand_acl
-from mqttq.auth.authenticator import Identity
+from mqttq.auth.identity import Identity
 from mqttq.auth.model import DEFAULT_TENANT, ClientType
 from mqttq.auth.providers.base import SKIP, AuthRequest, Decision, not_authorized
 

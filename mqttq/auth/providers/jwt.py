@@ -32,7 +32,7 @@ from jwt.algorithms import Algorithm, get_default_algorithms
 from jwt.exceptions import InvalidKeyError
 
 from mqttq.auth.acl import expand_acl
-from mqttq.auth.authenticator import AuthRefusal, Identity
+from mqttq.auth.identity import AuthRefusal, Identity
 from mqttq.auth.model import DEFAULT_TENANT, ClientType
 from mqttq.auth.providers.base import SKIP, AuthRequest, Decision, bad_credentials
 from mqttq.auth.providers.jwks import JwtKeys

@@ -16,7 +16,7 @@ import time
 from typing import Final
 
 from mqttq.auth.acl import client_id_allowed
-from mqttq.auth.authenticator import Identity, credential_identity
+from mqttq.auth.identity import Identity, credential_identity
 from mqttq.auth.model import Credential
 from mqttq.auth.ports import AuthStore
 from mqttq.auth.providers.base import SKIP, AuthRequest, Decision, not_authorized

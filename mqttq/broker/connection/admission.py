@@ -3,7 +3,8 @@ list, then `[auth] providers`; or, for a CONNECT with an Authentication Method, 
 exchange of broker/connection/enhanced.py), its tenant, its will against its publish ACL, and the
 connection rate (node, then tenant; a bounded wait for a token, then 0x9F). The count
 limits come later, with the session. An identity that expires (a token's `exp`) closes
-the connection then, with 0xA0 Maximum connect time on 5.0."""
+the connection then, with 0xA0 Maximum connect time on 5.0. The connection is a
+`ClientLink` (broker/connection/link.py), what admission needs of it."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, cast
 
-from mqttq.auth.authenticator import AuthRefusal, Identity
 from mqttq.auth.blocked.service import BlockedClients
+from mqttq.auth.identity import AuthRefusal, Identity
 from mqttq.auth.model import DEFAULT_TENANT
 from mqttq.auth.ports import AuthStoreError
 from mqttq.auth.providers.base import AuthRequest
@@ -27,7 +28,7 @@ from mqttq.reasons import ReasonCode
 
 if TYPE_CHECKING:
     from mqttq.auth.authenticator import Authenticator
-    from mqttq.broker.connection.client import Client
+    from mqttq.broker.connection.link import ClientLink
 
 __all__ = ["address_refused", "admit", "auth_request", "chain_of", "tenant_property"]
 
@@ -35,7 +36,7 @@ logger = logging.getLogger("mqttq.broker.session")
 
 
 async def admit(
-    client: Client,
+    client: ClientLink,
     packet: ConnectPacket,
     client_id: str,
     authenticator: Authenticator,
@@ -52,7 +53,7 @@ async def admit(
         if request.authentication_method is None:
             result = await chain.decide(request)
         else:  # SCRAM (negotiate refused other methods with 0x8C)
-            timeout = client.life.limits.connect_timeout
+            timeout = client.conn.limits.connect_timeout
             enhanced = await authenticate_connect(
                 client, request, authenticator.store, chain, timeout
             )
@@ -94,7 +95,7 @@ async def admit(
 
 
 def _refuse(  # noqa: PLR0917 (what one refusal is)
-    client: Client,
+    client: ClientLink,
     chain: ProviderChain,
     request: AuthRequest,
     code: ReasonCode,
@@ -109,7 +110,7 @@ def _refuse(  # noqa: PLR0917 (what one refusal is)
     client.refuse(code, message)
 
 
-def address_refused(client: Client, authenticator: Authenticator) -> bool:
+def address_refused(client: ClientLink, authenticator: Authenticator) -> bool:
     """True when the blocked list blocks the address a connection comes from (after a
     PROXY protocol header, the client's): the listener closes it before reading a byte.
     Counted under the default tenant as a `blocked` refusal."""
@@ -121,7 +122,7 @@ def address_refused(client: Client, authenticator: Authenticator) -> bool:
     peer = None if transport is None else transport.get_extra_info("peername")
     if not peer or not blocked.address_refused(str(peer[0])):
         return False
-    client.life.hub.limits.count_refusal(DEFAULT_TENANT, "blocked")
+    client.hub.limits.count_refusal(DEFAULT_TENANT, "blocked")
     logger.debug("connection from %s closed: its address is blocked", peer[0])
     return True
 
@@ -135,7 +136,7 @@ def chain_of(authenticator: Authenticator) -> ProviderChain:
     return chain
 
 
-def auth_request(client: Client, packet: ConnectPacket, client_id: str) -> AuthRequest:
+def auth_request(client: ClientLink, packet: ConnectPacket, client_id: str) -> AuthRequest:
     """What the providers are asked about this CONNECT."""
     transport = client.transport
     peer = None if transport is None else transport.get_extra_info("peername")
@@ -157,7 +158,7 @@ def auth_request(client: Client, packet: ConnectPacket, client_id: str) -> AuthR
 
 
 def _close_at_expiry(
-    client: Client, expires_at: float, loop: asyncio.AbstractEventLoop, due: dict[str, float]
+    client: ClientLink, expires_at: float, loop: asyncio.AbstractEventLoop, due: dict[str, float]
 ) -> None:
     """Make sure the client's connection is looked at when its authentication expires.
 
@@ -172,7 +173,7 @@ def _close_at_expiry(
     if pending is not None and pending <= expires_at:
         return  # an earlier check will look again then
     due[client_id] = expires_at
-    hub = client.life.hub
+    hub = client.hub
     # At least a second: the client is attached to its session after admission, and a
     # check that ran before would not find it.
     delay = max(1.0, expires_at - time.time())
@@ -189,7 +190,7 @@ def _close_at_expiry(
             logger.info("client %r: authentication expired, disconnecting", client_id)
             connected.kick(ReasonCode.MAXIMUM_CONNECT_TIME, "authentication expired")
         else:
-            _close_at_expiry(cast("Client", connected), identity.expires_at, loop, due)
+            _close_at_expiry(cast("ClientLink", connected), identity.expires_at, loop, due)
 
     loop.call_later(delay, check)
 

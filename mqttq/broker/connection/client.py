@@ -5,6 +5,11 @@ sent is encoded into the connection's one buffer. It is written when the read th
 it has been handled (what other callbacks send: at the end of the event-loop iteration),
 or at once past 64 KiB. Write pressure pauses deliveries to this client (`writable`); a
 publisher's acks and deliveries run through `steps` in arrival order.
+
+`Client` is what the code it serves names: an `Outlet` to its session, a `Publisher` to the
+intake, a `ClientLink` to its packet handlers (its base classes, each extending the one
+before). Of the session lifecycle that opens, attaches and closes it, it names what it
+needs, a `ClientHost` (below, which `Lifecycle` satisfies).
 """
 
 from __future__ import annotations
@@ -12,17 +17,17 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, cast
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Final, Protocol, cast
 
 from mqttq.broker.connection.dispatch import HANDLERS, on_puback, on_publish
-from mqttq.broker.delivery.pending import OrderedSteps
+from mqttq.broker.connection.link import ClientLink
 from mqttq.broker.net.listeners import TCP, ListenerKind
 from mqttq.broker.sessions.end_reasons import error_reason, kick_reason
-from mqttq.broker.sessions.outlet import Outlet
 from mqttq.codec.packets import (
     ConnackPacket,
     ConnectPacket,
+    DisconnectPacket,
     Packet,
     PubackPacket,
     PublishPacket,
@@ -33,13 +38,12 @@ from mqttq.protocol.state import ConnState
 from mqttq.reasons import ReasonCode
 
 if TYPE_CHECKING:
-    from mqttq.auth.authenticator import Identity
-    from mqttq.broker.connection.enhanced import EnhancedSession
-    from mqttq.broker.delivery.tenants import TenantSpace
-    from mqttq.broker.sessions.lifecycle import Lifecycle
+    from mqttq.broker.connection.timers import TimerWheel
+    from mqttq.broker.delivery.hub import Hub
     from mqttq.broker.sessions.session import Session
+    from mqttq.protocol.connection import ConnectionLimits
 
-__all__ = ["Client"]
+__all__ = ["Client", "ClientHost"]
 
 logger = logging.getLogger("mqttq.broker.client")
 
@@ -54,9 +58,47 @@ CLOSE_LINGER = 2.0
 """Seconds a closing connection keeps reading (and discarding) after its last packet."""
 
 
-class Client(Outlet):
-    """One network connection of a client (see the module docstring); the `Outlet` its
-    session delivers through."""
+class ClientHost(Protocol):
+    """What a connection needs of the session lifecycle around it (`Lifecycle`): the loop,
+    the hub, the connection limits and the shared timer wheel, the connections to write
+    once a read was handled (`writes`), and the steps of a connection's life."""
+
+    writes: list[Client] | None
+    """While a client's received bytes are handled: the connections that buffered
+    something to send, written when that handling ends (`Client.data_received`)."""
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+
+    @property
+    def hub(self) -> Hub: ...
+
+    @property
+    def limits(self) -> ConnectionLimits: ...
+
+    @property
+    def timers(self) -> TimerWheel: ...
+
+    def client_opened(self, client: Client) -> float | None:
+        """A connection was accepted: None refuses it, else the seconds to wait before
+        reading from it."""
+        ...
+
+    def connect(self, client: Client, packet: ConnectPacket) -> Coroutine[Any, Any, None]:
+        """Answer a CONNECT: refuse it, or attach the client to a session."""
+        ...
+
+    def disconnect_received(self, client: Client, packet: DisconnectPacket) -> None:
+        """The client sent DISCONNECT (before its connection closes)."""
+        ...
+
+    def client_closed(self, client: Client) -> None:
+        """The connection is over for MQTT: release its session."""
+        ...
+
+
+class Client(ClientLink):
+    """One network connection of a client (see the module docstring)."""
 
     __slots__ = (
         "_auth_waiter",
@@ -64,43 +106,34 @@ class Client(Outlet):
         "_deferred",
         "_draining",
         "_flush_pending",
-        "_loop",
         "_reading_paused",
-        "_steps",
         "_timer_slot",
-        "client_id",
         "counted",
-        "enhanced",
-        "identity",
         "life",
-        "session",
-        "space",
     )
 
-    def __init__(self, life: Lifecycle, listener: ListenerKind = TCP) -> None:
+    def __init__(self, life: ClientHost, listener: ListenerKind = TCP) -> None:
         self.life = life
+        self.hub = life.hub
         self.listener = listener
         """The listener the connection came through (tcp, tls, ws, wss)."""
-        self._loop = life.loop
-        self.conn = MqttConnection(life.limits, self._loop.time())
+        self.loop = life.loop
+        self.conn = MqttConnection(life.limits, self.loop.time())
         self.transport: asyncio.Transport | None = None
-        self.session: Session | None = None
+        self.session = None
         self.client_id = ""
-        self._steps: OrderedSteps | None = None
+        self._steps = None
         self.writable = True
         self.closed = False
         self.normal_disconnect = False
         """DISCONNECT 0x00 received: the will is discarded [MQTT-3.14.4-3]."""
         self.end_reason = ""
         self.end_code = -1
-        self.identity: Identity | None = None
-        """Who the client is (tenant, ACLs), once CONNECT was authenticated."""
-        self.space: TenantSpace | None = None
-        """The tenant namespace the client publishes into, set with `identity`."""
+        self.identity = None
+        self.space = None
         self.counted = False
         """The connection holds a slot in the connection count limits."""
-        self.enhanced: EnhancedSession | None = None
-        """The CONNECT's enhanced authentication (SCRAM), for re-authentication."""
+        self.enhanced = None
         self._auth_waiter: asyncio.Future[Packet | None] | None = None
         self._blocked = False
         self._deferred = False
@@ -109,15 +142,6 @@ class Client(Outlet):
         self._reading_paused = False
         self._timer_slot: int | None = None
         """Index of this connection's deadline in the lifecycle's TimerWheel."""
-
-    @property
-    def steps(self) -> OrderedSteps:
-        """The client's answers in arrival order (see the module docstring); created by
-        the first packet that needs one, so an idle connection holds none."""
-        steps = self._steps
-        if steps is None:
-            steps = self._steps = OrderedSteps(self._steps_advanced)
-        return steps
 
     def __repr__(self) -> str:
         return f"<Client {self.client_id!r} {self.peer}>"
@@ -136,7 +160,7 @@ class Client(Outlet):
         transport.set_write_buffer_limits(WRITE_HIGH_WATER, WRITE_LOW_WATER)
         if wait > 0:
             transport.pause_reading()
-            self._loop.call_later(wait, self._resume_after_wait)
+            self.loop.call_later(wait, self._resume_after_wait)
         self._arm_timer()
 
     def _resume_after_wait(self) -> None:
@@ -166,7 +190,7 @@ class Client(Outlet):
     def data_received(self, data: bytes) -> None:
         if self._draining:
             return  # the connection is closing: what the client still sends is dropped
-        self.conn.receive_data(data, self._loop.time())
+        self.conn.receive_data(data, self.loop.time())
         if self._blocked:
             if self._auth_waiter is not None:
                 self._answer_waiter()
@@ -185,7 +209,7 @@ class Client(Outlet):
                 try:
                     client._flush()
                 except Exception as error:  # as from a loop callback: reported; others written
-                    self._loop.call_exception_handler(
+                    self.loop.call_exception_handler(
                         {"message": "writing to a client failed", "exception": error}
                     )
 
@@ -240,7 +264,7 @@ class Client(Outlet):
             if writes is not None:
                 writes.append(self)
             else:
-                self._loop.call_soon(self._flush)
+                self.loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_pending = False
@@ -278,7 +302,7 @@ class Client(Outlet):
         self._cancel_timer()
         self.life.client_closed(self)  # for MQTT the connection is over now
         transport.resume_reading()  # possibly paused by a rate limit or a full pipeline
-        self._loop.call_later(CLOSE_LINGER, self._linger_over, transport)
+        self.loop.call_later(CLOSE_LINGER, self._linger_over, transport)
 
     @staticmethod
     def _linger_over(transport: asyncio.Transport) -> None:
@@ -298,11 +322,17 @@ class Client(Outlet):
         self.close()
         self.life.client_closed(self)
 
+    def disconnected(self, packet: DisconnectPacket) -> None:
+        """The client's DISCONNECT: the lifecycle notes it, then the connection closes."""
+        self.life.disconnect_received(self, packet)
+        self.close()
+        self.life.client_closed(self)
+
     def fail(self, error: ProtocolError) -> None:
         """Answer a client fault with what the spec names and close; one log line."""
-        self.life.hub.stats.protocol_errors += 1
+        self.hub.stats.protocol_errors += 1
         if error.reason_code == ReasonCode.RECEIVE_MAXIMUM_EXCEEDED and self.space is not None:
-            self.life.hub.limits.count_refusal(self.space.name, "receive_maximum")
+            self.hub.limits.count_refusal(self.space.name, "receive_maximum")
         logger.info(
             "client %r (%s): %s (0x%02X), closing",
             self.client_id,
@@ -334,7 +364,7 @@ class Client(Outlet):
         due (the TimerWheel calls this); the connection checks its current deadline."""
         self._timer_slot = None
         try:
-            self.conn.handle_timer(self._loop.time())
+            self.conn.handle_timer(self.loop.time())
         except ProtocolError as error:
             self.fail(error)
             return
@@ -373,7 +403,7 @@ class Client(Outlet):
         transport = self.transport
         if transport is not None and not self._reading_paused:
             transport.pause_reading()
-        self._loop.call_later(delay, self._deferred_done, then)
+        self.loop.call_later(delay, self._deferred_done, then)
 
     def _deferred_done(self, then: Callable[[], None]) -> None:
         self._deferred = False
@@ -392,7 +422,7 @@ class Client(Outlet):
     def start_connect(self, packet: ConnectPacket) -> None:
         """CONNECT is answered asynchronously; nothing more is read until it is."""
         self._blocked = True
-        task = self._loop.create_task(self.life.connect(self, packet))
+        task = self.loop.create_task(self.life.connect(self, packet))
         task.add_done_callback(self._connect_done)
         self._cancel_timer()  # the keep alive applies once CONNECT is answered
 
@@ -400,7 +430,7 @@ class Client(Outlet):
         """While CONNECT is answered (reading is blocked): the client's next packet, None
         when the connection closes first; a ProtocolError when its bytes are not one.
         For the enhanced authentication's exchange (broker/connection/enhanced.py)."""
-        waiter: asyncio.Future[Packet | None] = self._loop.create_future()
+        waiter: asyncio.Future[Packet | None] = self.loop.create_future()
         self._auth_waiter = waiter
         if self.closed:
             waiter.set_result(None)

@@ -1,6 +1,7 @@
 """What the broker does with each packet a connected client sends.
 
-One function per packet type, called by `Client` in arrival order. Answers that depend on
+One function per packet type, called by `Client` in arrival order; each names the client
+as a `ClientLink` (broker/connection/link.py), what the handlers need of it. Answers that depend on
 storage (PUBACK/PUBREC after an enqueue, SUBACK after a session save, PUBREL after
 mark_pubrel) go through the client's `steps`, which keep them in arrival order. CONNECT is
 answered asynchronously by the session lifecycle (the client reads nothing more until it
@@ -16,6 +17,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from mqttq.broker.connection.enhanced import on_auth
+from mqttq.broker.connection.link import ClientLink
 from mqttq.broker.delivery.intake import ack
 from mqttq.codec.packets import (
     AuthPacket,
@@ -36,7 +38,6 @@ from mqttq.reasons import ReasonCode
 from mqttq.routing.topics import validate_topic_name
 
 if TYPE_CHECKING:
-    from mqttq.broker.connection.client import Client
     from mqttq.broker.sessions.session import Session
 
 __all__ = ["HANDLERS"]
@@ -44,17 +45,17 @@ __all__ = ["HANDLERS"]
 logger = logging.getLogger("mqttq.broker.dispatch")
 
 
-def _session(client: Client) -> Session:
+def _session(client: ClientLink) -> Session:
     session = client.session
     assert session is not None  # packets are read only once CONNECT was accepted
     return session
 
 
-def on_connect(client: Client, packet: ConnectPacket) -> None:
+def on_connect(client: ClientLink, packet: ConnectPacket) -> None:
     client.start_connect(packet)
 
 
-def on_publish(client: Client, packet: PublishPacket) -> None:
+def on_publish(client: ClientLink, packet: PublishPacket) -> None:
     """Check the publish ACL and the publish rate (node, then tenant: a bounded wait for a
     token, then 0x97), then route the message; answer QoS 1/2 once its stored deliveries
     are durable."""
@@ -62,13 +63,13 @@ def on_publish(client: Client, packet: PublishPacket) -> None:
     identity = client.identity
     space = client.space
     assert identity is not None and space is not None  # set before CONNACK
-    limits = client.life.hub.limits
+    limits = client.hub.limits
     # `$SYS/...` is the broker's own: no client writes it (retained values included).
     if not identity.may_publish(packet.topic) or packet.topic.startswith("$SYS/"):
         limits.count_refusal(space.name, "acl_publish")
         _refuse_publish(client, packet, ReasonCode.NOT_AUTHORIZED)
         return
-    admitted = limits.admit_publish(space.name, client.life.loop.time())
+    admitted = limits.admit_publish(space.name, client.loop.time())
     if isinstance(admitted, Refused):
         _refuse_publish(client, packet, ReasonCode.QUOTA_EXCEEDED)
         return
@@ -78,7 +79,7 @@ def on_publish(client: Client, packet: PublishPacket) -> None:
     _route_durably(client, packet)
 
 
-def _route_durably(client: Client, packet: PublishPacket) -> None:
+def _route_durably(client: ClientLink, packet: PublishPacket) -> None:
     """`_route`, after storing a persistent session's inbound QoS 2 ids with this one:
     its PUBREC waits for that save, so a re-sent PUBLISH is known as a duplicate even
     after a `kill -9` of the broker [MQTT-4.3.3-10]."""
@@ -88,16 +89,16 @@ def _route_durably(client: Client, packet: PublishPacket) -> None:
     _route(client, packet)
 
 
-def _save_awaiting_pubrel(client: Client, session: Session) -> asyncio.Future[Any]:
+def _save_awaiting_pubrel(client: ClientLink, session: Session) -> asyncio.Future[Any]:
     session.awaiting_pubrel = client.conn.inbound.awaiting_pubrel
-    return client.life.hub.save_session(session, shared=False)
+    return client.hub.save_session(session, shared=False)
 
 
 def _nothing(_future: asyncio.Future[Any] | None) -> None:
     """A step that only orders the ones after it."""
 
 
-def on_pubrel(client: Client, packet: PubrelPacket) -> None:
+def on_pubrel(client: ClientLink, packet: PubrelPacket) -> None:
     """PUBCOMP was sent by the connection; a persistent session's stored ids follow (a
     crash before this save settles leaves the id stored: a new PUBLISH re-using it at
     once after the restart would be taken for a duplicate)."""
@@ -106,29 +107,29 @@ def on_pubrel(client: Client, packet: PubrelPacket) -> None:
         _save_awaiting_pubrel(client, session)
 
 
-def _refuse_publish(client: Client, packet: PublishPacket, reason: ReasonCode) -> None:
+def _refuse_publish(client: ClientLink, packet: PublishPacket, reason: ReasonCode) -> None:
     """A PUBLISH the broker will not route: counted as dropped, and answered as `intake.ack`
     answers `reason` (QoS 0 gets no answer)."""
     if reason == ReasonCode.NOT_AUTHORIZED:  # 3.x has no other trace of it than this line
         logger.info("client %r: PUBLISH to %r not authorized", client.client_id, packet.topic)
-    client.life.hub.stats.dropped[packet.qos] += 1
+    client.hub.stats.dropped[packet.qos] += 1
     ack(client, packet.qos, packet.packet_id, reason)
 
 
-def _route(client: Client, packet: PublishPacket) -> None:
+def _route(client: ClientLink, packet: PublishPacket) -> None:
     """Hand the message to the broker's one intake (chosen at start: direct, the publish
     inbox or the message log), which routes it and answers QoS 1/2 in arrival order."""
-    hub = client.life.hub
+    hub = client.hub
     hub.intake.accept(
         client, hub.message_from(packet, client.client_id), packet.qos, packet.packet_id
     )
 
 
-def on_puback(client: Client, packet: PubackPacket) -> None:
+def on_puback(client: ClientLink, packet: PubackPacket) -> None:
     _session(client).on_puback(packet.packet_id)
 
 
-def on_pubrec(client: Client, packet: PubrecPacket) -> None:
+def on_pubrec(client: ClientLink, packet: PubrecPacket) -> None:
     """PUBREC: PUBREL once the entry is marked in storage [MQTT-4.3.3-4]; none after an
     error PUBREC [MQTT-4.4.0-2]."""
     future = _session(client).on_pubrec(packet.packet_id, packet.reason_code)
@@ -136,20 +137,20 @@ def on_pubrec(client: Client, packet: PubrecPacket) -> None:
         client.steps.add(future, partial(_send_pubrel, client, packet.packet_id))
 
 
-def _send_pubrel(client: Client, packet_id: int, _future: asyncio.Future[Any] | None) -> None:
+def _send_pubrel(client: ClientLink, packet_id: int, _future: asyncio.Future[Any] | None) -> None:
     if client.session is not None:
         client.send(client.session.pubrel_for(packet_id))
 
 
-def on_pubcomp(client: Client, packet: PubcompPacket) -> None:
+def on_pubcomp(client: ClientLink, packet: PubcompPacket) -> None:
     _session(client).on_pubcomp(packet.packet_id)
 
 
-def on_subscribe(client: Client, packet: SubscribePacket) -> None:
+def on_subscribe(client: ClientLink, packet: SubscribePacket) -> None:
     """SUBACK once a persistent session's subscriptions are saved, then the retained
     messages of the new subscriptions [MQTT-3.8.4]."""
     session = _session(client)
-    hub = client.life.hub
+    hub = client.hub
     identity = client.identity
     allowed = None if identity is None else identity.may_subscribe
     codes, retained, granted = hub.subscribe(session, packet, allowed)
@@ -175,7 +176,7 @@ def _both(
 
 
 def _suback(
-    client: Client,
+    client: ClientLink,
     packet_id: int,
     codes: list[ReasonCode],
     granted: list[str],
@@ -185,15 +186,15 @@ def _suback(
         # Not durable: undo, and say so rather than grant silently.
         session = _session(client)
         for topic_filter in granted:
-            client.life.hub.drop_subscription(session, topic_filter)
+            client.hub.drop_subscription(session, topic_filter)
         codes = [ReasonCode.UNSPECIFIED_ERROR] * len(codes)
     client.send(SubackPacket(packet_id, codes))
 
 
-def on_unsubscribe(client: Client, packet: UnsubscribePacket) -> None:
+def on_unsubscribe(client: ClientLink, packet: UnsubscribePacket) -> None:
     """UNSUBACK (0x00 / 0x11 per filter) once a persistent session is saved."""
     session = _session(client)
-    hub = client.life.hub
+    hub = client.hub
     codes = hub.unsubscribe(session, packet)
     if hub.events.kinds:
         removed = [f for f, c in zip(packet.topic_filters, codes, strict=True) if c == 0]
@@ -208,18 +209,16 @@ def on_unsubscribe(client: Client, packet: UnsubscribePacket) -> None:
 
 
 def _unsuback(
-    client: Client, packet_id: int, codes: list[ReasonCode], _save: asyncio.Future[Any] | None
+    client: ClientLink, packet_id: int, codes: list[ReasonCode], _save: asyncio.Future[Any] | None
 ) -> None:
     client.send(UnsubackPacket(packet_id, codes))
 
 
-def on_disconnect(client: Client, packet: DisconnectPacket) -> None:
-    client.life.disconnect_received(client, packet)
-    client.close()
-    client.life.client_closed(client)
+def on_disconnect(client: ClientLink, packet: DisconnectPacket) -> None:
+    client.disconnected(packet)
 
 
-HANDLERS: Final[dict[type, Callable[[Client, Any], None]]] = {
+HANDLERS: Final[dict[type, Callable[[ClientLink, Any], None]]] = {
     ConnectPacket: on_connect,
     PublishPacket: on_publish,
     PubackPacket: on_puback,

@@ -14,6 +14,10 @@ re-authentication of the same user [MQTT-4.12.1]; the client goes on publishing 
 runs; success is AUTH 0x00 with the server's final message and the credential's current
 ACLs; failure is DISCONNECT 0x87 (0x8C for a changed method, 0x82 out of order). An AUTH
 on a connection whose CONNECT had no Authentication Method is 0x82 [MQTT-4.12.0-1].
+
+What a connection keeps of its exchange is an `EnhancedSession`
+(broker/connection/enhanced_session.py); the connection is a `ClientLink`
+(broker/connection/link.py).
 """
 
 from __future__ import annotations
@@ -21,56 +25,28 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import secrets
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from mqttq.auth.acl import client_id_allowed
-from mqttq.auth.authenticator import AuthRefusal, Identity, credential_identity
+from mqttq.auth.identity import AuthRefusal, Identity, credential_identity
 from mqttq.auth.model import Credential
 from mqttq.auth.ports import AuthStore, AuthStoreError
 from mqttq.auth.providers.base import AuthRequest, Skip
-from mqttq.auth.scram import ScramSecret, scram_mechanisms
+from mqttq.auth.scram import ScramSecret
+from mqttq.broker.connection.enhanced_session import EnhancedSession
 from mqttq.codec.packets import AuthPacket, DisconnectPacket
 from mqttq.codec.properties import Properties
 from mqttq.errors import ProtocolError
-from mqttq.protocol.enhanced_auth import Authenticated, EnhancedAuth, LookUp
+from mqttq.protocol.enhanced_auth import Authenticated, LookUp
 from mqttq.reasons import ReasonCode
 
 if TYPE_CHECKING:
     from mqttq.auth.providers.chain import ProviderChain
-    from mqttq.broker.connection.client import Client
+    from mqttq.broker.connection.link import ClientLink
 
-__all__ = ["EnhancedSession", "authenticate_connect", "on_auth"]
+__all__ = ["authenticate_connect", "on_auth"]
 
 logger = logging.getLogger("mqttq.broker.session")
-
-_DECOY_KEY: Final = secrets.token_bytes(32)
-"""This process's secret for the salts of unknown users (immutable, made at import)."""
-
-
-class EnhancedSession:
-    """A connection's enhanced authentication: its exchange, who it authenticated as and
-    the store re-authentications read. `connack_data` is the server's final message for
-    the CONNACK, taken once by `connack_properties`."""
-
-    __slots__ = ("client_id", "connack_data", "exchange", "pending_identity", "store")
-
-    def __init__(self, store: AuthStore, client_id: str) -> None:
-        self.exchange: EnhancedAuth[ScramSecret] = EnhancedAuth(scram_mechanisms(_DECOY_KEY))
-        self.store = store
-        self.client_id = client_id
-        self.connack_data: bytes | None = None
-        self.pending_identity: Identity | None = None
-        """A re-authentication's Identity (the credential's current ACLs), in force once
-        the proof is checked."""
-
-    def connack_properties(self, properties: Properties) -> None:
-        """Add the Authentication Method (the CONNECT's) and the server's final message
-        to the CONNACK's properties (MQTT 5.0 3.2.2.3.17, 3.2.2.3.18)."""
-        if self.connack_data is not None:
-            properties.authentication_method = self.exchange.method
-            properties.authentication_data = self.connack_data
-            self.connack_data = None
 
 
 def _refusal(error: ProtocolError) -> AuthRefusal:
@@ -92,7 +68,7 @@ async def _secret(
 
 
 async def authenticate_connect(
-    client: Client,
+    client: ClientLink,
     request: AuthRequest,
     store: AuthStore,
     chain: ProviderChain,
@@ -108,7 +84,7 @@ async def authenticate_connect(
 
 
 async def _exchange(
-    client: Client,
+    client: ClientLink,
     request: AuthRequest,
     store: AuthStore,
     chain: ProviderChain,
@@ -166,7 +142,7 @@ async def _exchange(
     return credential_identity(credential, request.client_id, done.username)
 
 
-def on_auth(client: Client, packet: AuthPacket) -> None:
+def on_auth(client: ClientLink, packet: AuthPacket) -> None:
     """An AUTH on a live connection (see the module docstring); raises ProtocolError for
     the client to be disconnected with its reason code."""
     session = client.enhanced
@@ -177,7 +153,7 @@ def on_auth(client: Client, packet: AuthPacket) -> None:
         )
     step = session.exchange.receive_auth(packet)
     if isinstance(step, LookUp):
-        task = client.life.loop.create_task(_challenge(client, session, step.username))
+        task = client.loop.create_task(_challenge(client, session, step.username))
         task.add_done_callback(_reported)
         return
     if session.pending_identity is not None:
@@ -194,7 +170,7 @@ def on_auth(client: Client, packet: AuthPacket) -> None:
     logger.info("client %r re-authenticated as %r", client.client_id, step.username)
 
 
-async def _challenge(client: Client, session: EnhancedSession, username: str) -> None:
+async def _challenge(client: ClientLink, session: EnhancedSession, username: str) -> None:
     """Read the user's credential, check it still fits the connection, send AUTH 0x18."""
     exchange = session.exchange
     try:

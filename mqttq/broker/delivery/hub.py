@@ -9,6 +9,10 @@ share commits instead of queueing behind each other's; each publisher's own clie
 orders its completions (pending.OrderedSteps). With the publish inbox (broker/delivery/inbox.py,
 embedded SQLite), a message for persistent sessions is made durable as one row before
 its PUBACK instead, and routed here after.
+
+The hub extends what its sessions and its intake need of it (`SessionHost`, `IntakeHost`)
+and names only what it needs of the rest: of the cluster, `ClusterRoutes`
+(broker/delivery/cluster_routes.py); of its connections, nothing.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from mqttq.auth.model import ClientType
 from mqttq.broker.delivery.encoded import EncodedPublishes
 from mqttq.broker.delivery.fanout import Fanout
 from mqttq.broker.delivery.inbox import PublishInbox
-from mqttq.broker.delivery.intake import DirectIntake, InboxIntake, Intake, LogIntake
+from mqttq.broker.delivery.intake import DirectIntake, InboxIntake, Intake, IntakeHost, LogIntake
 from mqttq.broker.delivery.pending import (
     BackgroundTasks,
     EnqueueBatcher,
@@ -33,7 +37,6 @@ from mqttq.broker.delivery.pending import (
 from mqttq.broker.delivery.stats import BrokerStats
 from mqttq.broker.delivery.tenants import TenantSpace
 from mqttq.broker.events import ClientEvents
-from mqttq.broker.sessions.host import SessionHost
 from mqttq.broker.sessions.session import Session
 from mqttq.codec.packets import PublishPacket, SubscribePacket, UnsubscribePacket
 from mqttq.config import MqttSettings
@@ -56,8 +59,8 @@ from mqttq.storage.ports import (
 )
 
 if TYPE_CHECKING:
+    from mqttq.broker.delivery.cluster_routes import ClusterRoutes
     from mqttq.broker.distributed.app_log import AppLog
-    from mqttq.broker.distributed.cluster_node import ClusterNode
 
 __all__ = ["Fanout", "Hub"]  # Fanout: re-exported for the callers of `publish`
 
@@ -68,7 +71,7 @@ logger = logging.getLogger("mqttq.broker.hub")
 _GRANTED = (ReasonCode.GRANTED_QOS_0, ReasonCode.GRANTED_QOS_1, ReasonCode.GRANTED_QOS_2)
 
 
-class Hub(SessionHost):
+class Hub(IntakeHost):
     """Every session of one broker, and each tenant's namespace (router, retained
     messages); client ids are unique across tenants, topics only within one."""
 
@@ -109,7 +112,7 @@ class Hub(SessionHost):
         """The message log (distributed mode): PUBLISHes go there first, and are routed
         when read back (broker/distributed/log_router.py). None: routed at once (embedded)."""
         self._log_failing = False
-        self.cluster: ClusterNode | None = None
+        self.cluster: ClusterRoutes | None = None
         """The other nodes (`attach_cluster`); None on a broker of its own."""
         self.intake: Intake = DirectIntake(self)
         """Where every accepted PUBLISH goes (`choose_intake`)."""
@@ -133,7 +136,7 @@ class Hub(SessionHost):
         else:
             self.intake = DirectIntake(self)
 
-    def attach_cluster(self, cluster: ClusterNode) -> None:
+    def attach_cluster(self, cluster: ClusterRoutes) -> None:
         """Route through the cluster from now on: subscribers without a session here are
         remote (`ClusterNode.deliver`), retained messages and session records are shared,
         and a `$share` member connected to another node counts as online."""

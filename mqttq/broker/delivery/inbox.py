@@ -21,6 +21,10 @@ commit. Once messages are held, every later PUBLISH (QoS 0 and retained ones too
 a row) is held behind them, so the order of routing stays the order of arrival. A
 retained one is answered after its routing, as on the direct path (its topic may be
 refused by a topic quota: 0x97).
+
+The inbox names what it needs of the hub that routes its messages, an `InboxHost`: a
+`typing.Protocol` that `Hub` satisfies (the inbox is not compiled), so that the inbox
+stays below the hub and the intake that hold it.
 """
 
 from __future__ import annotations
@@ -28,18 +32,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from mqttq.model import Message
 from mqttq.reasons import ReasonCode
 from mqttq.storage.ports import InboxStore
 
 if TYPE_CHECKING:
-    from mqttq.broker.delivery.hub import Hub
+    from mqttq.broker.delivery.fanout import Fanout
+    from mqttq.broker.delivery.pending import BackgroundTasks, OrderedSteps
     from mqttq.broker.delivery.tenants import TenantSpace
 
-__all__ = ["FANOUT_BACKLOG", "PublishInbox"]
+__all__ = ["FANOUT_BACKLOG", "InboxHost", "PublishInbox"]
 
 logger = logging.getLogger("mqttq.broker.inbox")
 
@@ -78,6 +84,27 @@ class _Held:
         retained message; None when the answer does not wait for the routing)."""
 
 
+class InboxHost(Protocol):
+    """What the inbox needs of the hub (`Hub`): route a held message (`publish`), complete
+    its fan-out (`settle`), the tenant spaces, and the background work it spawns."""
+
+    @property
+    def tasks(self) -> BackgroundTasks: ...
+
+    def space(self, tenant: str) -> TenantSpace: ...
+
+    def publish(
+        self, space: TenantSpace, message: Message, deliver_now: bool, logged: int | None = None
+    ) -> Fanout | ReasonCode: ...
+
+    def settle(
+        self,
+        fan: Fanout | ReasonCode,
+        then: Callable[[ReasonCode], None] | None = None,
+        steps: OrderedSteps | None = None,
+    ) -> asyncio.Future[Any] | None: ...
+
+
 class PublishInbox:
     """See the module docstring. One per Hub, made when its storage is an `InboxStore`."""
 
@@ -96,7 +123,7 @@ class PublishInbox:
         "engaged",
     )
 
-    def __init__(self, hub: Hub, store: InboxStore) -> None:
+    def __init__(self, hub: InboxHost, store: InboxStore) -> None:
         self._hub = hub
         self._store = store
         self._held: deque[_Held] = deque()

@@ -17,27 +17,36 @@ picks its protocol class the same way):
 `Intake` is a base class rather than a `typing.Protocol` on purpose: under mypyc a call
 through a compiled base class is a native virtual call, a call through a Protocol a
 Python-level one, and `accept` runs for every PUBLISH.
+
+An intake names what it needs, not who provides it: the client that published is a
+`Publisher` (broker/delivery/publisher.py, a `Client`), the hub an `IntakeHost` (below, the
+`Hub`'s base class: route, complete a fan-out, append to the log). Compiled base classes
+too, for the same reason; so the intake sits below the hub that holds it and the
+connection code that calls it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from mqttq.broker.delivery.fanout import Fanout
+from mqttq.broker.delivery.pending import OrderedSteps
+from mqttq.broker.delivery.publisher import Publisher
+from mqttq.broker.delivery.tenants import TenantSpace
+from mqttq.broker.sessions.host import SessionHost
 from mqttq.codec.packets import PubackPacket, PubrecPacket
 from mqttq.codec.properties import Properties
 from mqttq.model import Message
 from mqttq.reasons import ReasonCode
 
 if TYPE_CHECKING:
-    from mqttq.broker.connection.client import Client
-    from mqttq.broker.delivery.hub import Hub
     from mqttq.broker.delivery.inbox import PublishInbox
 
-__all__ = ["DirectIntake", "InboxIntake", "Intake", "LogIntake", "ack"]
+__all__ = ["DirectIntake", "InboxIntake", "Intake", "IntakeHost", "LogIntake", "ack"]
 
 # The answers to PUBLISH were written by dispatch and are logged under its name.
 logger = logging.getLogger("mqttq.broker.dispatch")
@@ -50,10 +59,36 @@ _ACK_REASON_STRINGS: Final = {
 """Reason Strings on error PUBACK / PUBREC (dropped when the client asked for none)."""
 
 
+class IntakeHost(SessionHost):
+    """What an intake needs of the hub (`Hub`): route a message in its publisher's tenant
+    (`publish`), complete a fan-out in the publisher's order (`settle`), append to the
+    message log (`append_to_log`). It extends `SessionHost` because `Hub` does and mypyc
+    allows a native class one base only."""
+
+    def publish(
+        self, space: TenantSpace, message: Message, deliver_now: bool, logged: int | None = None
+    ) -> Fanout | ReasonCode:
+        """Route `message` once within `space` (see `Hub.publish`)."""
+        raise NotImplementedError
+
+    def settle(
+        self,
+        fan: Fanout | ReasonCode,
+        then: Callable[[ReasonCode], None] | None = None,
+        steps: OrderedSteps | None = None,
+    ) -> asyncio.Future[Any] | None:
+        """Complete `fan` once what it waits for settled (see `Hub.settle`)."""
+        raise NotImplementedError
+
+    def append_to_log(self, tenant: str, message: Message) -> asyncio.Future[Any]:
+        """Append `message` to the message log (see `Hub.append_to_log`)."""
+        raise NotImplementedError
+
+
 class Intake:
     """Takes every accepted PUBLISH of one broker (see the module docstring)."""
 
-    def accept(self, client: Client, message: Message, qos: int, packet_id: int | None) -> None:
+    def accept(self, client: Publisher, message: Message, qos: int, packet_id: int | None) -> None:
         """Route or store `message` (built from the client's PUBLISH, its topic alias
         resolved) and answer QoS 1/2 with `packet_id` through `client.steps`."""
         raise NotImplementedError
@@ -62,10 +97,10 @@ class Intake:
 class DirectIntake(Intake):
     """Route at once; answer once the stored deliveries are durable."""
 
-    def __init__(self, hub: Hub) -> None:
+    def __init__(self, hub: IntakeHost) -> None:
         self.hub = hub
 
-    def accept(self, client: Client, message: Message, qos: int, packet_id: int | None) -> None:
+    def accept(self, client: Publisher, message: Message, qos: int, packet_id: int | None) -> None:
         session = client.session
         assert session is not None
         self.answer(
@@ -76,7 +111,7 @@ class DirectIntake(Intake):
         )
 
     def answer(
-        self, client: Client, qos: int, packet_id: int | None, fan: Fanout | ReasonCode
+        self, client: Publisher, qos: int, packet_id: int | None, fan: Fanout | ReasonCode
     ) -> None:
         """Answer a routed PUBLISH: at once when nothing waits and no earlier answer does
         (no allocation on that path), else in order once `fan` settled."""
@@ -99,11 +134,11 @@ class DirectIntake(Intake):
 class InboxIntake(DirectIntake):
     """The publish inbox when it takes the message; direct routing otherwise."""
 
-    def __init__(self, hub: Hub, inbox: PublishInbox) -> None:
+    def __init__(self, hub: IntakeHost, inbox: PublishInbox) -> None:
         super().__init__(hub)
         self.inbox = inbox
 
-    def accept(self, client: Client, message: Message, qos: int, packet_id: int | None) -> None:
+    def accept(self, client: Publisher, message: Message, qos: int, packet_id: int | None) -> None:
         session = client.session
         assert session is not None
         space = session.space
@@ -126,10 +161,10 @@ class LogIntake(Intake):
     """Append to the message log; answer once the log confirmed it. The message is
     routed when read back (`LogRouter`)."""
 
-    def __init__(self, hub: Hub) -> None:
+    def __init__(self, hub: IntakeHost) -> None:
         self.hub = hub
 
-    def accept(self, client: Client, message: Message, qos: int, packet_id: int | None) -> None:
+    def accept(self, client: Publisher, message: Message, qos: int, packet_id: int | None) -> None:
         session = client.session
         assert session is not None
         future = self.hub.append_to_log(session.space.name, message)
@@ -140,7 +175,7 @@ class LogIntake(Intake):
 
 
 def accepted(
-    client: Client, qos: int, packet_id: int | None, future: asyncio.Future[Any] | None
+    client: Publisher, qos: int, packet_id: int | None, future: asyncio.Future[Any] | None
 ) -> None:
     """The answer to a PUBLISH appended to the message log or taken by the publish inbox:
     success once the log or the inbox row has it, 0x80 (or a disconnect at 3.x) when that
@@ -154,7 +189,7 @@ def accepted(
 
 
 def _acknowledge(
-    client: Client,
+    client: Publisher,
     qos: int,
     packet_id: int | None,
     reason: ReasonCode,
@@ -163,7 +198,7 @@ def _acknowledge(
     ack(client, qos, packet_id, reason)
 
 
-def ack(client: Client, qos: int, packet_id: int | None, reason: ReasonCode) -> None:
+def ack(client: Publisher, qos: int, packet_id: int | None, reason: ReasonCode) -> None:
     """PUBACK (QoS 1) or PUBREC (QoS 2) with `reason`. 3.x acknowledgements carry no
     reason code: a publish denied by the ACL is acknowledged and dropped (as 3.x clients
     expect), and one refused for a quota or a storage failure is not acknowledged at all:

@@ -6,6 +6,11 @@ Up to `_PACKS_IN_FLIGHT` packs are out at once: the next pack is polled and writ
 the client still acknowledges the earlier ones (within its Receive Maximum), so polling,
 writing and the client's round trip overlap instead of following one another. Offsets are
 committed in the packs' order, only up to the oldest pack still owed an acknowledgement.
+
+A consumer names what it needs, not who provides it: the connected client it serves is a
+`ConsumerOwner` (app_session.py's `AppClient`), the Kafka side of every APPLICATION client
+a `ConsumerLog` (app_log.py's `AppLog`). Both are `typing.Protocol`s: these modules are
+not compiled, and a consumer's calls are per pack, not per message.
 """
 
 from __future__ import annotations
@@ -14,21 +19,24 @@ import asyncio
 import dataclasses
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from mqttq.codec.packets import PubrelPacket
 from mqttq.errors import MqttqError
 from mqttq.model import AppContext
-from mqttq.protocol.app_pack import PackProcessor, Record, Send
+from mqttq.protocol.app_pack import AckStrategy, PackProcessor, Record, Send
 from mqttq.reasons import ReasonCode
 from mqttq.storage.formats.kafka_record import decode_message
 from mqttq.storage.kafka.client import KafkaConsumer, TopicPartition
 from mqttq.storage.kafka.client import Record as KafkaRecord
 
 if TYPE_CHECKING:
-    from mqttq.broker.distributed.app_session import AppClient
+    from mqttq.broker.sessions.outlet import Outlet
+    from mqttq.broker.sessions.session import Session
+    from mqttq.config import KafkaApplicationSettings, KafkaSettings
+    from mqttq.storage.ports import AppContextStore
 
-__all__ = ["AppConsumer"]
+__all__ = ["AppConsumer", "ConsumerLog", "ConsumerOwner"]
 
 logger = logging.getLogger("mqttq.broker.app")
 
@@ -45,10 +53,53 @@ _SHARED_CONFIG = {**_CONSUMER_CONFIG, "session.timeout.ms": 10_000}
 """A member of a killed broker leaves its shared group after 10 s, not 45."""
 
 
+class ConsumerLog(Protocol):
+    """What a consumer needs of the Kafka side of APPLICATION clients (`AppLog`): the
+    settings, the ack strategy, the stored contexts, and the totals it adds its packs'
+    counters to."""
+
+    skipped: int
+    expired: int
+    retried: int
+
+    @property
+    def kafka(self) -> KafkaSettings: ...
+
+    @property
+    def settings(self) -> KafkaApplicationSettings: ...
+
+    @property
+    def strategy(self) -> AckStrategy: ...
+
+    @property
+    def contexts(self) -> AppContextStore: ...
+
+
+class ConsumerOwner(Protocol):
+    """What a consumer needs of the connected APPLICATION client it serves (`AppClient`):
+    its session and connection, the packet ids in flight over all its consumers, whether
+    the connection takes writes, and the Kafka side."""
+
+    @property
+    def log(self) -> ConsumerLog: ...
+
+    @property
+    def session(self) -> Session: ...
+
+    @property
+    def client(self) -> Outlet: ...
+
+    @property
+    def taken(self) -> set[int]: ...
+
+    @property
+    def writable(self) -> asyncio.Event: ...
+
+
 class AppConsumer:
     """One Kafka consumer of an APPLICATION client and its pack loop."""
 
-    def __init__(self, app: AppClient, topic: str, group: str, *, main: bool) -> None:
+    def __init__(self, app: ConsumerOwner, topic: str, group: str, *, main: bool) -> None:
         self.app = app
         self.topic = topic
         self.group = group

@@ -6,31 +6,50 @@ Flow control: the client's transport buffer limits are the configured watermarks
 the high one (`pause_writing`) nothing more is written and the consumers pause their Kafka
 partitions before the next poll; below the low one they resume. So a client that does
 not read holds at most a few packs and the transport buffer in broker memory.
+
+An `AppClient` names what it needs of the Kafka side of every APPLICATION client: a
+`ClientLog` (app_log.py's `AppLog`, which makes the AppClients), a `typing.Protocol`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
-from mqttq.broker.distributed.app_consumer import AppConsumer
+from mqttq.broker.distributed.app_consumer import AppConsumer, ConsumerLog
 from mqttq.codec.packets import PubrelPacket
 from mqttq.reasons import ReasonCode
 from mqttq.routing.topics import parse_shared
 from mqttq.storage.kafka.app_topics import app_group, shared_group, shared_topic
 
 if TYPE_CHECKING:
-    from mqttq.broker.distributed.app_log import AppLog
     from mqttq.broker.sessions.outlet import Outlet
     from mqttq.broker.sessions.session import Session
 
-__all__ = ["AppClient"]
+__all__ = ["AppClient", "ClientLog"]
+
+
+class ClientLog(ConsumerLog, Protocol):
+    """What an AppClient needs of the Kafka side of APPLICATION clients (`AppLog`): what
+    its consumers need, the topic names, the shared topics made on demand, the table of
+    connected clients it leaves when it stops, and the pause and lag counters."""
+
+    pauses: int
+    clients: dict[str, AppClient]
+    lag: dict[str, int]
+
+    @property
+    def prefix(self) -> str: ...
+
+    def client_topic(self, client_id: str) -> str: ...
+
+    async def ensure_shared_topic(self, topic_filter: str) -> None: ...
 
 
 class AppClient:
     """The consumers of one connected APPLICATION client (see the module docstring)."""
 
-    def __init__(self, log: AppLog, session: Session, client: Outlet) -> None:
+    def __init__(self, log: ClientLog, session: Session, client: Outlet) -> None:
         self.log = log
         self.session = session
         self.client = client

@@ -1,11 +1,16 @@
 """How sessions end: expiry offline [MQTT-4.1.0-2], wills [MQTT-3.1.2-8], a takeover by
-another node, the sessions of gone nodes, and removal by an administrator."""
+another node, the sessions of gone nodes, and removal by an administrator.
+
+In a cluster, the endings ask the `ClusterNode` itself (`cluster`, set by
+`Lifecycle.attach_cluster`) what the hub does not route: the sessions of gone nodes, a
+session kept as another node's, a session's end told to every node."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from mqttq.auth.model import ClientType
 from mqttq.broker.delivery.hub import Hub
@@ -15,6 +20,9 @@ from mqttq.cluster.dead_nodes import reaper
 from mqttq.codec.enums import SESSION_EXPIRY_NEVER
 from mqttq.codec.packets import Will
 from mqttq.reasons import ReasonCode
+
+if TYPE_CHECKING:
+    from mqttq.broker.distributed.cluster_node import ClusterNode
 
 __all__ = ["SessionEndings"]
 
@@ -28,6 +36,9 @@ class SessionEndings:
         self.hub = hub
         self.loop = loop
         self.wills = WillScheduler(loop, self._publish_will)
+        self.cluster: ClusterNode | None = None
+        """This node's side of the cluster (`Lifecycle.attach_cluster`); None on a broker
+        of its own."""
 
     def _publish_will(self, client_id: str, tenant: str, will: Will) -> None:
         """A will is due: publish it (made at the hub's clock, which its Message Expiry
@@ -65,7 +76,7 @@ class SessionEndings:
         sessions end as disconnected at that time: non-persistent ones at once,
         persistent ones when their expiry interval has passed [MQTT-4.1.0-2], like this
         node's own (their queue is deleted then). Returns how many were cleaned up."""
-        cluster = self.hub.cluster
+        cluster = self.cluster
         if cluster is None or not gone or reaper(alive) != cluster.node_id:
             return 0
         now = time.time()
@@ -132,11 +143,11 @@ class SessionEndings:
             if hub.sessions.get(session.client_id) is session:
                 del hub.sessions[session.client_id]
                 hub.limits.release_session(session.space.name)
-                if hub.cluster is not None:
-                    hub.cluster.keep_as_remote(session.client_id, session.space.name)
+                if self.cluster is not None:
+                    self.cluster.keep_as_remote(session.client_id, session.space.name)
             return
-        if hub.cluster is not None:
-            hub.cluster.session_ended(session)
+        if self.cluster is not None:
+            self.cluster.session_ended(session)
         app_log = self.hub.app_log
         if app_log is not None and session.client_type == ClientType.APPLICATION:
             client_id = session.client_id

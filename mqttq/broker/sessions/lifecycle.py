@@ -1,11 +1,15 @@
 """Session lifecycle: CONNECT (new, resumed, taken over), DISCONNECT, connection loss and
-shutdown. How sessions end is `endings.py`; loading them at start, `restore.py`."""
+shutdown. How sessions end is `endings.py`; loading them at start, `restore.py`.
+
+The lifecycle is the `ClientHost` its connections name (broker/connection/client.py): it
+opens, attaches and closes them."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import uuid
+from typing import TYPE_CHECKING
 
 from mqttq.auth.authenticator import Authenticator
 from mqttq.auth.model import ClientType
@@ -28,6 +32,9 @@ from mqttq.protocol.connection import ConnectionLimits
 from mqttq.reasons import ReasonCode
 from mqttq.routing.topics import validate_topic_name
 from mqttq.storage.ports import PresenceMarker, QueuedMessage
+
+if TYPE_CHECKING:
+    from mqttq.broker.distributed.cluster_node import ClusterNode
 
 __all__ = ["Lifecycle", "connect_policy", "connection_limits"]
 
@@ -139,7 +146,7 @@ class Lifecycle:
         self._lock_users[client_id] = self._lock_users.get(client_id, 0) + 1
         try:
             async with lock:
-                cluster = self.hub.cluster
+                cluster = self.endings.cluster
                 if cluster is None:
                     if not client.closed:
                         await self._attach(client, packet, decision)
@@ -180,8 +187,9 @@ class Lifecycle:
         assert identity is not None
         tenant = identity.tenant
         old = hub.sessions.get(client_id)
-        if old is None and hub.cluster is not None:
-            old = hub.cluster.adopt(client_id)  # a session another node left
+        cluster = self.endings.cluster
+        if old is None and cluster is not None:
+            old = cluster.adopt(client_id)  # a session another node left
         if old is not None and old.space.name != tenant:
             # Client ids are unique across tenants; one tenant never takes over (or
             # resumes) another tenant's session.
@@ -465,6 +473,13 @@ class Lifecycle:
             self.hub.limits.release_connection(space.name)
 
     # ------------------------------------------------------------------ start / stop
+
+    def attach_cluster(self, node: ClusterNode) -> None:
+        """Run as one node of a cluster from now on: the hub routes through it
+        (`Hub.attach_cluster`), and CONNECTs claim their client id from it and the
+        session endings tell it theirs (`SessionEndings.cluster`)."""
+        self.hub.attach_cluster(node)
+        self.endings.cluster = node
 
     async def restore(self) -> int:
         """Load the stored sessions at start (`restore_sessions`); returns how many."""

@@ -21,7 +21,7 @@ async def restore_sessions(endings: SessionEndings, max_session_expiry_interval:
     now = hub.clock()
     records = await hub.storage.load_sessions()
     due: list[tuple[str, Will, str, float]] = []
-    cluster = hub.cluster
+    cluster = endings.cluster
     for record in records:
         if cluster is not None:
             if cluster.owns_stored(record.client_id) is False:
