@@ -349,7 +349,7 @@ class BrokerIntegrations:
             await kafka_backlog.open()
             self._backlogs[spec.name] = kafka_backlog
             return kafka_backlog
-        opened = self._log(spec)
+        opened = await self._log(spec)
         if opened is None:
             session = await self._session(spec)
             backlog = SessionBacklog(self.broker, session, spec)
@@ -365,7 +365,7 @@ class BrokerIntegrations:
         self._backlogs[spec.name] = log_backlog
         return log_backlog
 
-    def _log(self, spec: IntegrationSpec) -> tuple[IntegrationLog, bool] | None:
+    async def _log(self, spec: IntegrationSpec) -> tuple[IntegrationLog, bool] | None:
         """The integration's log, registered for routing, and whether it was opened now
         (then held: `_move_queue` writes the stored queue first); None where the session's
         queue is the backlog (the module docstring)."""
@@ -377,7 +377,9 @@ class BrokerIntegrations:
         if integration_log is None:
             directory = self.broker.settings.storage.data_dir / "integrations" / spec.name
             integration_log = IntegrationLog(directory, spec.tenant)
-            integration_log.open()
+            # Off the loop: opening reads the backlog through (to count it, and to find
+            # where a torn tail ends).
+            await asyncio.to_thread(integration_log.open)
             integration_log.hold()
             self._logs[spec.name] = integration_log
         integration_log.tenant = spec.tenant
