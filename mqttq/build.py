@@ -78,6 +78,11 @@ COMPILED_MODULES: Final = (
     "mqttq.storage.sqlite.queue_mirror",
     # The SQLite writer's queue index: per queued entry, its packet id, its run, its JSON.
     "mqttq.storage.sqlite.runs",
+    # An integration's log (embedded mode): per message routed to it, its record framed and
+    # written; per message delivered, taken from memory or read back and decoded.
+    "mqttq.integrations.append_log",
+    "mqttq.integrations.log_backlog",
+    "mqttq.integrations.log_records",
 )
 """Modules `setup.py` compiles with mypyc: the pure layers (no I/O, no asyncio) and the
 broker's hot path, typed throughout. Their
