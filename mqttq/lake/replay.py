@@ -156,12 +156,103 @@ def _dataset(lake: Path) -> Any:
     table = lake / MESSAGES
     if not table.is_dir():
         raise LakeError(f"no lake at {lake}: {table} is missing; give the lake's --lake DIR")
+    if info is not None and info.format == "delta":
+        return _delta_dataset(table, hourly=info.hourly)
     return ds.dataset(
         str(table),
         format="parquet",
         partitioning=ds.partitioning(pa.schema(fields), flavor="hive"),
         ignore_prefixes=[".", "_"],
     )
+
+
+DELTA_LOG: Final = "_delta_log"
+"""(`mqttq.lake.query.DELTA_LOG`, not imported: that module is the Spark side.)"""
+
+
+def _delta_dataset(table: Path, *, hourly: bool) -> Any:
+    """The files of the Delta table `table`'s current snapshot as a pyarrow dataset, each
+    with its partition values from the log (never its statistics: Delta truncates timestamp
+    maxima to milliseconds, which would drop rows of the window's edges). Files that
+    OPTIMIZE or DELETE replaced stay on disk until VACUUM: they are not in the snapshot, so
+    their rows are never replayed twice, nor the deleted ones at all. Raises `LakeError` for
+    a table whose snapshot pyarrow cannot read as is (deletion vectors present, column
+    mapping), or when the `deltalake` package (delta-rs) is missing."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.dataset as ds  # noqa: PLC0415
+    import pyarrow.fs as pafs  # noqa: PLC0415
+
+    from mqttq.lake.layout import arrow_message_schema  # noqa: PLC0415
+
+    try:
+        from deltalake import DeltaTable  # noqa: PLC0415
+        from deltalake.exceptions import DeltaError  # noqa: PLC0415
+    except ImportError:
+        raise LakeError(
+            f"{table.parent} is a Delta lake and replaying it needs the deltalake package "
+            "(delta-rs), which is not installed; install it: pip install 'deltalake>=1.6'"
+        ) from None
+    parquet = ds.ParquetFileFormat()
+    local = pafs.LocalFileSystem()
+    if not (table / DELTA_LOG).is_dir():  # no commit yet: no message yet
+        return ds.FileSystemDataset([], arrow_message_schema(hourly), parquet, local)
+    try:
+        delta = DeltaTable(str(table))
+        features = set(delta.protocol().reader_features or ())
+        if "columnMapping" in features:
+            raise LakeError(
+                f"the Delta table {table} uses column mapping, which replay cannot read "
+                "(its files' column names are not the table's); read it with mqttq lake query"
+            )
+        if "deletionVectors" in features:
+            marked = sum(batch.num_rows for batch in delta.deletion_vectors())
+            if marked:
+                path = str(table).replace("`", "``")
+                raise LakeError(
+                    f"the Delta table {table} has deletion vectors ({marked} files), which "
+                    "replay cannot apply; rewrite those files first (on Spark: REORG TABLE "
+                    f"delta.`{path}` APPLY (PURGE)), then replay again"
+                )
+        schema = pa.schema(delta.schema().to_arrow())
+        actions = pa.table(delta.get_add_actions(flatten=True))
+    except DeltaError as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise LakeError(
+            f"cannot read the Delta table {table}: {first}; check that mqttq lake run wrote it"
+        ) from None
+    columns = [name for name in actions.column_names if name.startswith("partition.")]
+    fragments = []
+    for action in actions.select(["path", *columns]).to_pylist():
+        condition = ds.scalar(True)
+        for column in columns:
+            name, value = column.removeprefix("partition."), action[column]
+            condition = condition & (
+                ds.field(name).is_null()
+                if value is None
+                else ds.field(name) == pa.scalar(value, schema.field(name).type)
+            )
+        fragments.append(
+            parquet.make_fragment(
+                _delta_file(table, action["path"]), filesystem=local, partition_expression=condition
+            )
+        )
+    return ds.FileSystemDataset(fragments, schema, parquet, local)
+
+
+def _delta_file(table: Path, path: str) -> str:
+    """The local file of an add action's `path` (a URI reference: relative to the table,
+    percent-encoded; or an absolute `file:` URI)."""
+    from urllib.parse import unquote, urlsplit  # noqa: PLC0415
+
+    if "://" not in path and not path.startswith("file:"):
+        return str(table / unquote(path))
+    parts = urlsplit(path)
+    if parts.scheme != "file":
+        raise LakeError(
+            f"the Delta table {table} has a file outside this machine ({parts.scheme}:); "
+            "replay reads local lakes only"
+        )
+    return unquote(parts.path)
 
 
 _REGEX_SPECIAL: Final = frozenset("\\.^$|?*+()[]{}")
