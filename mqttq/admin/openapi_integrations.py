@@ -37,6 +37,11 @@ COMMON_PROPERTIES: Final[JSON] = {
     "retry_initial_ms": {"type": "integer", "minimum": 1},
     "retry_max_ms": {"type": "integer", "minimum": 1},
     "max_in_flight": {"type": "integer", "minimum": 1},
+    "max_backlog_mb": {
+        "type": "integer",
+        "minimum": 1,
+        "description": "The backlog on disk at most, in MiB; past it messages drop (counted).",
+    },
     "events": {
         "type": "array",
         "items": {
