@@ -1,10 +1,10 @@
 """`mqttq lake replay --lake DIR --since T --until T --filter 'sensors/#' --host H --port P`:
 archived messages published again into a broker, QoS 1, each publisher's messages in their
 original order, MQTT 5.0 properties kept (the work is in `mqttq.lake.replay`; pyarrow, no
-Spark), read piece by piece with at most `--max-in-flight` PUBACKs outstanding. A progress
-bar on a terminal (its total counted up front without loading the rows), or one JSON summary
-with `--json`. Bad options exit 2; a lake or a broker that cannot be used, 1; a PUBACK that
-refuses a message, 1 (counted).
+Spark; a Delta lake's current snapshot through `deltalake`), read piece by piece with at
+most `--max-in-flight` PUBACKs outstanding. A progress bar on a terminal (its total counted
+up front without loading the rows), or one JSON summary with `--json`. Bad options exit 2;
+a lake or a broker that cannot be used, 1; a PUBACK that refuses a message, 1 (counted).
 """
 
 from __future__ import annotations

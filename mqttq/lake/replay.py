@@ -10,6 +10,10 @@ creation time into halves until each part fits. Each piece is sorted by the repl
 client id, then Kafka partition and offset (the embedded sink's partition -1 and sequence
 serve the same way), then creation time.
 
+A Delta lake (`_lake.json` says `"format": "delta"`) is read from its table's current
+snapshot (`_delta_dataset`, through the `deltalake` package, imported only then): files
+that OPTIMIZE or DELETE replaced and VACUUM has not removed yet are never read.
+
 The order holds across pieces: `created_at` is the partition key and the broker stamps it
 when the message arrives, so the offsets of one publisher grow with it, and a publisher's
 messages of one piece (a day, an hour, a time slice) all precede those of the next. (A

@@ -13,10 +13,18 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from mqttq.lake.layout import MESSAGES, PARTITIONS_DAILY, LakeInfo, write_lake_info
+from mqttq.lake.layout import (
+    MESSAGES,
+    PARTITIONS_DAILY,
+    PARTITIONS_HOURLY,
+    LakeInfo,
+    arrow_message_schema,
+    write_lake_info,
+)
 from mqttq.lake.replay import Selection
 from mqttq.lake.window import parse_window
 from tests.conftest import BrokerUnderTest
@@ -95,6 +103,33 @@ def test_a_delta_partition_deleted_as_expire_does_is_not_replayed(
         "sensors/a/t": [f"a{step}".encode() for step in range(24, 48)]
     }
     subscriber.disconnect()
+
+
+def test_an_hourly_delta_lake_is_read_hour_by_hour_without_the_deleted_hours(
+    tmp_path: Path,
+) -> None:
+    # As expire_delta deletes an hourly lake's ended hours: `hour` is an int partition.
+    lake = tmp_path / "lake"
+    rows = fleet(days=1, per_hour=2)
+    daily = arrow_rows(rows)
+    hours = pa.array([row.created_at.hour for row in rows], pa.int32())
+    table = daily.add_column(2, "hour", hours).cast(arrow_message_schema(hourly=True))
+    write_lake_info(lake, LakeInfo(PARTITIONS_HOURLY, "delta"))
+    for half in (table.slice(0, 48), table.slice(48)):
+        write_deltalake(
+            str(lake / MESSAGES), half, mode="append", partition_by=list(PARTITIONS_HOURLY)
+        )
+    DeltaTable(str(lake / MESSAGES)).delete("date = '2026-11-10' and hour < 20")
+    selection = Selection(lake, parse_window(*WINDOW), "sensors/a/#", piece_rows=100)
+    assert [(piece.date, piece.hour) for piece in selection.partitions()] == [
+        ("2026-11-10", hour) for hour in range(20, 24)
+    ]
+    assert selection.count() == 8
+    pieces = list(selection.pieces())
+    assert [piece.num_rows for piece in pieces] == [2, 2, 2, 2]
+    assert [p for piece in pieces for p in piece["payload"].to_pylist()] == [
+        f"a{step}".encode() for step in range(40, 48)
+    ]
 
 
 def allowing_deletion_vectors(lake: Path, appends: int) -> None:
