@@ -1,7 +1,8 @@
 """`python -m tests.lake.delta_run LAKE BOOTSTRAP TOPIC`: a Delta lake through the command
 line: `mqttq lake run --format delta --available-now` twice (the second finds nothing new),
-`mqttq lake compact` (OPTIMIZE) and `mqttq lake expire --older-than 90d` (DELETE + VACUUM,
-nothing of today goes); then the lake read back through `mqttq.lake.query` and expired as if
+`mqttq lake compact` (OPTIMIZE), `mqttq lake query` and `mqttq report traffic --lake` over
+the compacted table, and `mqttq lake expire --older-than 90d` (DELETE + VACUUM, nothing of
+today goes); then the lake read back through `mqttq.lake.query` and expired as if
 a year later (the one step the command line cannot reach: its clock). Prints one JSON line
 of what it found at each step.
 
@@ -31,14 +32,20 @@ from mqttq.lake.stream import lake_packages, stream_conf
 from mqttq.spark.session import SparkOptions, build_session
 
 
-def lake(*args: str) -> list[dict[str, Any]]:
-    """`mqttq lake ARGS --json` in this process: its JSON lines; fails on a non-zero exit."""
+def mqttq(*args: str) -> str:
+    """`mqttq ARGS --json` in this process: what it printed; fails on a non-zero exit."""
     out = io.StringIO()
     command = typer.main.get_command(app)
     with contextlib.redirect_stdout(out):
-        code = command.main(["lake", *args, "--json"], prog_name="mqttq", standalone_mode=False)
-    assert code in (None, 0), f"mqttq lake {' '.join(args)} exited {code}: {out.getvalue()}"
-    return [json.loads(line) for line in out.getvalue().splitlines() if line.startswith("{")]
+        code = command.main([*args, "--json"], prog_name="mqttq", standalone_mode=False)
+    assert code in (None, 0), f"mqttq {' '.join(args)} exited {code}: {out.getvalue()}"
+    return out.getvalue()
+
+
+def lake(*args: str) -> list[dict[str, Any]]:
+    """`mqttq lake ARGS --json`: its JSON lines."""
+    printed = mqttq("lake", *args).splitlines()
+    return [json.loads(line) for line in printed if line.startswith("{")]
 
 
 def main(lake_dir: Path, bootstrap: str, topic: str) -> None:
@@ -46,6 +53,11 @@ def main(lake_dir: Path, bootstrap: str, topic: str) -> None:
     run += ["--format", "delta", "--available-now", "--master", "local[2]"]
     runs = [lake(*run)[-1], lake(*run)[-1]]
     compacted = lake("compact", "--lake", str(lake_dir))[-1]
+    # After OPTIMIZE the replaced files are still on disk (until VACUUM): a reader that took
+    # the Parquet files rather than the Delta log would count every message twice.
+    sql = "SELECT count(*) AS n, count(DISTINCT kafka_partition, kafka_offset) AS o FROM messages"
+    queried = json.loads(mqttq("lake", "query", "--lake", str(lake_dir), sql))
+    traffic = json.loads(mqttq("report", "traffic", "--lake", str(lake_dir)))["summary"]
     expired_now = lake("expire", "--lake", str(lake_dir), "--older-than", "90d")[-1]
     spark = build_session(
         SparkOptions(
@@ -74,6 +86,8 @@ def main(lake_dir: Path, bootstrap: str, topic: str) -> None:
             "compact": {k: compacted[k] for k in ("files_removed", "files_added")},
             "compact_format": compacted.get("format"),
             "expired_now": expired_now["rows"],
+            "query_after_compact": queried,
+            "traffic_after_compact": traffic["messages"],
         }
         found["rows_after_compact"] = len(found["offsets"])  # type: ignore[arg-type]
         later = now_utc() + timedelta(days=366)

@@ -237,6 +237,11 @@ def test_a_delta_lake_compacts_with_optimize_and_expires_with_delete(
     assert delta_lake["compact_format"] == "delta"
     assert delta_lake["compact"]["files_removed"] >= delta_lake["compact"]["files_added"]
     assert delta_lake["rows_after_compact"] == len(lake_scenario.records)
+    # `lake query` and `report traffic --lake` read the table through Delta's log, not the
+    # files OPTIMIZE replaced (still on disk): each message once.
+    count = len(lake_scenario.records)
+    assert delta_lake["query_after_compact"] == [{"n": count, "o": count}]
+    assert delta_lake["traffic_after_compact"] == count
     assert delta_lake["expired_now"] == 0
     everything = len(lake_scenario.records) + len(lake_scenario.foreign)
     assert delta_lake["expired_a_year_later"] == everything
