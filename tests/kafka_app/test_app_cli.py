@@ -36,8 +36,12 @@ def test_ls_and_inspect_show_application_sessions(
     assert view["topic"] == f"{app_broker.prefix}msg.app.opsapp"
     assert view["unacked_packet_ids"] == [2, 3]  # saved at the disconnect
     assert view["end_offset"] == 7
-    assert view["committed_offset"] in (None, 0)  # the first pack was never completed
-    assert view["lag"] == 7
+    # Only the first message was acknowledged: nothing is committed when it came in one pack
+    # with the next two, offset 1 when the log was read with it alone in the first pack (a
+    # matter of when the broker's consumer polled Kafka); never past it.
+    committed = view["committed_offset"] or 0
+    assert committed in (0, 1)
+    assert view["lag"] == 7 - committed
 
     detail = run_cli("session", "inspect", "opsapp", "--application", "--config", config, env=env)
     assert detail.code == 0, detail
@@ -45,7 +49,9 @@ def test_ls_and_inspect_show_application_sessions(
     assert "2@1 PUBLISH" in detail.stdout and "3@2 PUBLISH" in detail.stdout
     table = run_cli("session", "ls", "--application", "--config", config, env=env)
     assert (
-        table.code == 0 and "opsapp" in table.stdout and "7 messages not consumed" in table.stdout
+        table.code == 0
+        and "opsapp" in table.stdout
+        and f"{7 - committed} messages not consumed" in table.stdout
     )
 
     unknown = run_cli("session", "inspect", "nobody", "--application", "--config", config, env=env)
