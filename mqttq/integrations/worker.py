@@ -13,9 +13,10 @@ import asyncio
 import logging
 import random
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from mqttq.errors import ConfigError
 from mqttq.integrations.record import Delivery
@@ -166,6 +167,9 @@ class IntegrationWorker:
                 log.error("integration %s: cannot start: %s", self.name, exc)
                 self._phase = "failed"
                 return
+            depth = self.batches_in_flight
+            if depth > 1:
+                await self._run_pipelined(depth)  # until cancelled
             while True:
                 await self._running.wait()
                 if self._phase == "starting":
@@ -181,6 +185,93 @@ class IntegrationWorker:
                 self._phase = "stopped"
             await self.sink.close()
 
+    @property
+    def batches_in_flight(self) -> int:
+        """Batches taken and not yet settled at once: the sink's `batches_in_flight` (1
+        when it has none: one `send` at a time), within `max_in_flight` deliveries."""
+        wanted = getattr(self.sink, "batches_in_flight", 1)
+        fits = self.delivery.max_in_flight // max(1, self.delivery.batch_size)
+        return max(1, min(int(wanted), fits))
+
+    async def _run_pipelined(self, depth: int) -> None:
+        """Deliver with up to `depth` batches taken and not settled: the next batch is
+        taken and sent while the sink still confirms the earlier ones (a Kafka producer
+        writes them in order, as one larger batch).
+
+        Batches are settled strictly in the order taken, each only once it and every
+        batch before it were accepted. When a batch fails (`SinkUnavailable`), the batches
+        sent after it are waited for and their outcome ignored; then it and they are sent
+        again, one at a time and in order, with the usual backoff: a delivery the sink
+        may have written after the failed one is written again after it (at least once,
+        each publisher's order kept), and nothing past the failure is settled before it.
+        """
+        sending: deque[tuple[Sequence[Delivery], asyncio.Future[Sequence[Rejected]]]] = deque()
+        taking: asyncio.Future[Sequence[Delivery]] | None = None
+        ready: Sequence[Delivery] | None = None
+        try:
+            while True:
+                while sending and sending[0][1].done():
+                    await self._finish_oldest(sending)
+                running = self._running.is_set()
+                if running and self._phase == "starting":
+                    self._phase = "running"
+                if ready is not None and running:
+                    sending.append((ready, asyncio.ensure_future(self.sink.send(ready))))
+                    ready = None
+                if taking is None and ready is None and running and len(sending) < depth:
+                    taking = asyncio.ensure_future(
+                        self.backlog.take(self.delivery.batch_size, self.delivery.linger_ms / 1000)
+                    )
+                waits: set[asyncio.Future[Any]] = set()
+                if taking is not None:
+                    waits.add(taking)
+                if sending:
+                    waits.add(sending[0][1])
+                if not waits:  # paused, nothing in flight: the batch taken waits too
+                    await self._running.wait()
+                    continue
+                await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                if taking is not None and taking.done():
+                    batch = taking.result()
+                    taking = None
+                    if batch:
+                        ready = batch
+        finally:
+            left: list[asyncio.Future[Any]] = [future for _, future in sending]
+            if taking is not None:
+                left.append(taking)
+            for future in left:
+                future.cancel()
+            if left:
+                await asyncio.wait(left)
+                for future in left:
+                    if not future.cancelled():
+                        future.exception()  # retrieved: the run is ending anyway
+
+    async def _finish_oldest(
+        self, sending: deque[tuple[Sequence[Delivery], asyncio.Future[Sequence[Rejected]]]]
+    ) -> None:
+        """Settle the oldest batch sent (done), or send it and every later one again."""
+        batch, future = sending.popleft()
+        try:
+            rejected: Sequence[Rejected] = future.result()
+        except SinkRejected as exc:
+            rejected = [Rejected(delivery, str(exc)) for delivery in batch]
+        except SinkUnavailable as exc:
+            later = list(sending)
+            sending.clear()
+            if later:
+                await asyncio.wait([pending for _, pending in later])
+            for _, pending in later:
+                if not pending.cancelled() and isinstance(pending.exception(), SinkUnavailable):
+                    self.stats.failed += 1
+            await self._failed(str(exc))
+            await self._deliver(batch, sent_before=True)
+            for again, _ in later:
+                await self._deliver(again, sent_before=True)
+            return
+        await self._accepted(batch, rejected)
+
     async def _open(self) -> None:
         while True:
             try:
@@ -191,8 +282,10 @@ class IntegrationWorker:
             self._backoff.reset()
             return
 
-    async def _deliver(self, batch: Sequence[Delivery]) -> None:
-        attempts = 0
+    async def _deliver(self, batch: Sequence[Delivery], *, sent_before: bool = False) -> None:
+        """Send `batch` until the sink takes it (retrying with backoff), then settle it.
+        `sent_before`: an earlier attempt failed (the first one here counts as a retry)."""
+        attempts = 1 if sent_before else 0
         while True:
             attempts += 1
             if attempts > 1:
@@ -205,6 +298,10 @@ class IntegrationWorker:
             except SinkRejected as exc:
                 rejected = [Rejected(delivery, str(exc)) for delivery in batch]
             break
+        await self._accepted(batch, rejected)
+
+    async def _accepted(self, batch: Sequence[Delivery], rejected: Sequence[Rejected]) -> None:
+        """The sink took `batch` except `rejected`: dead-letter those, count, settle."""
         self._backoff.reset()
         if self._phase == "retrying":
             log.warning("integration %s: sink available again", self.name)

@@ -87,12 +87,17 @@ _REPORT_GRACE_SECONDS: Final = 5.0
 """How much longer than `timeout_ms` `send` waits for delivery reports before giving up."""
 
 
+_RENDERED_KEPT: Final = 4096
+"""Rendered topics remembered per template, at most (forgotten all at once past that)."""
+
+
 class _Template:
     """A compiled topic template: literal text and the delivery fields between it."""
 
     def __init__(self, text: str, where: str) -> None:
         self.text = text
         self._parts: list[str | Callable[[Delivery], str]] = []
+        self._names: list[str] = []
         try:
             parsed = list(string.Formatter().parse(text))
         except ValueError as exc:
@@ -105,16 +110,40 @@ class _Template:
             if spec or conversion:
                 raise ConfigError(where, f"field {{{name}}} takes no format spec or conversion")
             self._parts.append(_field_getter(name, where))
+            self._names.append(name)
         self.constant: str | None = (
             "".join(p for p in self._parts if isinstance(p, str))
             if all(isinstance(p, str) for p in self._parts)
             else None
         )
         """The topic of every delivery when the template names no field."""
+        self._topic_only = all(
+            name == "topic" or _TOPIC_LEVEL.fullmatch(name) for name in self._names
+        )
+        """The template names only the MQTT topic and its levels."""
+        self._by_topic: dict[str, str] = {}
 
     def render(self, delivery: Delivery) -> str:
         """The template with each field replaced by the delivery's value ("" when absent)."""
         return "".join(part if isinstance(part, str) else part(delivery) for part in self._parts)
+
+    def topics(self, batch: Sequence[Delivery]) -> list[str]:
+        """The rendered template of each delivery of `batch`. A template naming only the
+        topic and its levels is rendered once per MQTT topic (remembered, `_by_topic`)."""
+        if self.constant is not None:
+            return [self.constant] * len(batch)
+        if not self._topic_only:
+            return [self.render(delivery) for delivery in batch]
+        known = self._by_topic
+        out = []
+        for delivery in batch:
+            topic = known.get(delivery.topic)
+            if topic is None:
+                if len(known) >= _RENDERED_KEPT:
+                    known.clear()
+                topic = known[delivery.topic] = self.render(delivery)
+            out.append(topic)
+        return out
 
 
 def _field_getter(name: str, where: str) -> Callable[[Delivery], str]:
@@ -339,10 +368,11 @@ class _Outcome:
 
 
 class _Pending:
-    """The delivery reports of one batch, counted down to a future on the event loop.
+    """The delivery reports of one batch, counted up to a future on the event loop.
 
-    `report` runs on the poll thread, `skip` and `produced` on the event loop thread: the
-    count is shared between them under a lock.
+    `report` runs on the poll thread (the only writer of `reported`), `produced` on the
+    event loop thread (the only writer of `expected`): no lock. Each side checks after its
+    own write, so whichever comes second sees both and resolves `done` (twice is harmless).
     """
 
     def __init__(
@@ -354,8 +384,10 @@ class _Pending:
         self.outcomes: list[_Outcome | None] = [None] * size
         self.done: asyncio.Future[None] = loop.create_future()
         self._loop = loop
-        self._lock = threading.Lock()
-        self._left = size + 1  # + 1 until every record of the batch was handed over
+        self._size = size
+        self.reported = 0
+        self.expected = -1
+        """Reports to wait for; -1 until every record of the batch was handed over."""
         self._where_written = where_written
 
     def report(self, index: int, error: Any, message: Any) -> None:
@@ -365,20 +397,17 @@ class _Pending:
             self.outcomes[index] = _Outcome(
                 None, message.topic(), message.partition(), message.offset()
             )
-        self._count_down(1)
-
-    def produced(self, skipped: int) -> None:
-        """Every record was produced, except `skipped` (rejected or never handed over)."""
-        self._count_down(skipped + 1)
-
-    def _count_down(self, count: int) -> None:
-        with self._lock:
-            self._left -= count
-            finished = self._left == 0
-        if finished:
+        self.reported += 1
+        if self.reported == self.expected:
             # RuntimeError: the loop closed, nobody is waiting any more.
             with contextlib.suppress(RuntimeError):
                 self._loop.call_soon_threadsafe(_resolve, self.done)
+
+    def produced(self, skipped: int) -> None:
+        """Every record was produced, except `skipped` (rejected or never handed over)."""
+        self.expected = self._size - skipped
+        if self.reported >= self.expected:
+            _resolve(self.done)
 
 
 def _resolve(future: asyncio.Future[None]) -> None:
@@ -388,6 +417,11 @@ def _resolve(future: asyncio.Future[None]) -> None:
 
 class KafkaSink:
     """Delivers batches as records to a Kafka cluster (see the module docstring)."""
+
+    batches_in_flight: ClassVar[int] = 3
+    """The worker may have this many `send` calls under way at once: the next batch is
+    produced while librdkafka still waits for the acknowledgements of the earlier ones
+    (the producer keeps their order, as within one batch; see `IntegrationWorker`)."""
 
     def __init__(self, settings: KafkaSinkSettings, name: str) -> None:
         self.settings = settings
@@ -400,7 +434,11 @@ class KafkaSink:
         self._closing = threading.Event()
         self._fatal: str | None = None
         self._secrets: tuple[str, ...] = ()
-        self._integration = name.encode()
+        self._integration_header = ("mqttq.integration", name.encode())
+        self._common_headers: dict[
+            tuple[str, str, int, bool, str], tuple[tuple[str, bytes], ...]
+        ] = {}
+        """The first five headers by (topic, client_id, qos, retain, tenant) (`_headers`)."""
         self._valid_topics: set[str] = set()
         """Topic names checked valid lately (`_valid_topic`)."""
 
@@ -515,12 +553,15 @@ class KafkaSink:
         refused: dict[int, str] = {}
         transient: str | None = None
         skipped = 0
-        constant = self._template.constant
-        if constant is not None:
-            topics = [constant] * len(batch)
-        else:
-            topics = [self._template.render(delivery) for delivery in batch]
+        topics = self._template.topics(batch)
         valid = self._valid_topics
+        produce = producer.produce
+        key_of = self._key
+        raw = settings.value == "raw"
+        encoding = settings.payload_encoding
+        headers_of = self._headers if settings.headers else _no_headers
+        report = pending.report
+        partial = functools.partial
         for index, delivery in enumerate(batch):
             topic = topics[index]
             if topic not in valid and not _valid_topic(topic, valid):
@@ -532,17 +573,17 @@ class KafkaSink:
                 continue
             value = (
                 delivery.payload
-                if settings.value == "raw"
-                else envelope_text(delivery, payload_encoding=settings.payload_encoding).encode()
+                if raw
+                else envelope_text(delivery, payload_encoding=encoding).encode()
             )
             try:
-                producer.produce(
+                produce(
                     topic,
                     value,
-                    self._key(delivery),
-                    on_delivery=functools.partial(pending.report, index),
+                    key_of(delivery),
+                    on_delivery=partial(report, index),
                     timestamp=delivery.timestamp_ms,
-                    headers=self._headers(delivery) if settings.headers else None,
+                    headers=headers_of(delivery),
                 )
             except BufferError:
                 transient = "kafka: the producer's queue is full (the cluster is slow or down)"
@@ -581,13 +622,31 @@ class KafkaSink:
         return rejected, outcomes
 
     def _headers(self, delivery: Delivery) -> list[tuple[str, str | bytes | None]]:
-        headers: list[tuple[str, str | bytes | None]] = [
-            ("mqtt.topic", delivery.topic.encode()),
-            ("mqtt.qos", str(delivery.qos).encode()),
-            ("mqtt.retain", b"true" if delivery.retain else b"false"),
-            ("mqtt.client_id", delivery.client_id.encode()),
-            ("mqtt.tenant", delivery.tenant.encode()),
-        ]
+        """The record's headers: the MQTT properties it has, then the integration's name
+        and the delivery's `seq`, its `extra` and its user properties, in that order. The
+        first five (topic, QoS, retain, publisher, tenant) are the same for a publisher's
+        messages on one topic: built once and shared (`_common_headers`)."""
+        common_key = (
+            delivery.topic,
+            delivery.client_id,
+            delivery.qos,
+            delivery.retain,
+            delivery.tenant,
+        )
+        common = self._common_headers.get(common_key)
+        if common is None:
+            common = self._remember_common(common_key)
+        seq = ("mqttq.seq", b"%d" % delivery.seq)
+        if (
+            delivery.content_type is None
+            and delivery.response_topic is None
+            and delivery.correlation_data is None
+            and delivery.message_expiry_interval is None
+            and not delivery.extra
+            and not delivery.user_properties
+        ):
+            return [*common, self._integration_header, seq]
+        headers: list[tuple[str, str | bytes | None]] = list(common)
         if delivery.content_type is not None:
             headers.append(("mqtt.content_type", delivery.content_type.encode()))
         if delivery.response_topic is not None:
@@ -598,12 +657,28 @@ class KafkaSink:
             headers.append(
                 ("mqtt.message_expiry_interval", str(delivery.message_expiry_interval).encode())
             )
-        headers.append(("mqttq.integration", self._integration))
-        headers.append(("mqttq.seq", str(delivery.seq).encode()))
+        headers.append(self._integration_header)
+        headers.append(seq)
         for name, value in delivery.extra.items():
             headers.append((f"mqttq.{name}", value.encode()))
         headers.extend((name, value.encode()) for name, value in delivery.user_properties)
         return headers
+
+    def _remember_common(
+        self, key: tuple[str, str, int, bool, str]
+    ) -> tuple[tuple[str, bytes], ...]:
+        topic, client_id, qos, retain, tenant = key
+        common = (
+            ("mqtt.topic", topic.encode()),
+            ("mqtt.qos", str(qos).encode()),
+            ("mqtt.retain", b"true" if retain else b"false"),
+            ("mqtt.client_id", client_id.encode()),
+            ("mqtt.tenant", tenant.encode()),
+        )
+        if len(self._common_headers) >= _COMMON_HEADERS_KEPT:
+            self._common_headers.clear()
+        self._common_headers[key] = common
+        return common
 
     def _scrub(self, text: str) -> str:
         for secret in self._secrets:
@@ -625,6 +700,9 @@ class KafkaSink:
         `SinkUnavailable`, and the worker sends them again). Idempotent."""
         await self._discard()
 
+
+_COMMON_HEADERS_KEPT: Final = 4096
+"""Publisher-and-topic header sets remembered per sink, at most (then forgotten at once)."""
 
 _VALID_TOPICS_KEPT: Final = 4096
 """Valid topic names remembered per sink, at most (forgotten all at once past that)."""
@@ -657,6 +735,10 @@ def _key_function(key: str) -> Callable[[Delivery], bytes | None]:
     if level is not None:
         return functools.partial(_level_key, int(level.group(1)))
     return _client_id_key
+
+
+def _no_headers(_delivery: Delivery) -> None:
+    return None
 
 
 def _no_key(_delivery: Delivery) -> None:
