@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -141,10 +142,8 @@ async def trial(table: dict[str, Any], items: list[Delivery]) -> dict[str, Any]:
     all_cpu = process_seconds() - all0
     poll_cpu = thread_seconds(poll_tid) - poll0
     task.cancel()
-    try:
+    with contextlib.suppress(asyncio.CancelledError):
         await task
-    except asyncio.CancelledError:
-        pass
     count = len(items)
     return {
         "records": count,
@@ -170,7 +169,7 @@ async def run(bootstrap: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     }
     for item in args.sink_key:
         key, _, value = item.partition("=")
-        table[key] = json.loads(value) if value[:1] in "0123456789tf[{\"-" else value
+        table[key] = json.loads(value) if value[:1] in '0123456789tf[{"-' else value
     seq = 1
     await trial(table, deliveries(args.warmup, seq))  # the JVM warms up
     seq += args.warmup
@@ -194,7 +193,7 @@ def main() -> None:
     parser.add_argument("--bootstrap", help="an existing Kafka (else one is started)")
     parser.add_argument("--depth", type=int, help="KafkaSink.batches_in_flight (else its own)")
     args = parser.parse_args()
-    global DEPTH  # noqa: PLW0603  (a script's option)
+    global DEPTH
     DEPTH = args.depth or 0
     from tests.kafka_service import KafkaServer  # noqa: PLC0415
 
@@ -208,7 +207,7 @@ def main() -> None:
         try:
             try:
                 services.create_log_append_topic(bootstrap, TOPIC, partitions=3)
-            except Exception as exc:  # noqa: BLE001  (exists already: a --bootstrap reused)
+            except Exception as exc:  # it exists already: a --bootstrap reused
                 print(f"kafka_sink: topic: {exc}", file=sys.stderr)
             os.sched_setaffinity(0, {args.core})
             import uvloop  # noqa: PLC0415
