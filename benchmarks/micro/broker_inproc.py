@@ -8,11 +8,17 @@ kernel. Two loads:
 - `p2p`: 100 publisher/subscriber pairs, QoS 1, 62-byte payloads, 10 PUBLISHes per read;
   the subscribers answer with PUBACKs. One message = PUBLISH in, PUBLISH out, two acks.
 - `fanout`: 1 publisher, 50 QoS 0 subscribers on the same topic.
+- `p2p --integration-log`: the `p2p` load with one integration matching every message
+  (`t/#`): each message is also appended to its log (`IntegrationLog`, a temporary
+  directory: one write and one fdatasync per loop iteration, on a worker thread, counted
+  here too), and the publisher's PUBACK waits for that; no worker drains it. The
+  integration's own cost on the publish path, without its sink.
 - `p2p-idle`: the `p2p` stack, one PUBLISH per read and its subscriber's PUBACK, then 1 ms
   of sleep, as at 1,000 msg/s every message meets an idle process: the median of the
   thread's CPU per message (the work after a wake-up, without the loop and the kernel).
 
     python benchmarks/micro/broker_inproc.py p2p --messages 40000     # CPU us per message
+    python benchmarks/micro/broker_inproc.py p2p --integration-log --settle-heap
     python benchmarks/micro/broker_inproc.py fanout --messages 4000
     taskset -c 0 python benchmarks/micro/broker_inproc.py p2p-idle --messages 4000
 
@@ -31,6 +37,7 @@ import argparse
 import asyncio
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import cast
@@ -54,6 +61,8 @@ from mqttq.codec.packets import (
 )
 from mqttq.codec.properties import Properties
 from mqttq.config import Settings
+from mqttq.heap import settle_heap
+from mqttq.integrations.append_log import IntegrationLog
 from mqttq.storage.memory import MemoryStorage
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repo root, for `tests`
@@ -80,8 +89,16 @@ async def _connect(life: Lifecycle, client_id: str, receive_maximum: int) -> Cli
     raise RuntimeError(f"{client_id} did not connect")
 
 
-async def run(mode: str, messages: int, trials: int) -> list[float]:
-    """CPU microseconds per inbound message, one figure per trial."""
+async def run(
+    mode: str,
+    messages: int,
+    trials: int,
+    integration_log: bool = False,
+    settled: bool = False,
+) -> list[float]:
+    """CPU microseconds per inbound message, one figure per trial (`integration_log`: see
+    the module docstring; `settled`: the collector settled as `mqttq serve` settles it,
+    once the clients are connected)."""
     storage = MemoryStorage()
     await storage.open()
     settings = Settings()
@@ -98,8 +115,19 @@ async def run(mode: str, messages: int, trials: int) -> list[float]:
         request = SubscriptionRequest(topic_filter, 1 if p2p else 0)
         client.data_received(encode_packet(SubscribePacket(1, [request]), 5))
         subscribers.append(client)
+    appended: IntegrationLog | None = None
+    if integration_log:
+        # A session subscribed to every topic whose deliveries go to a log, as an
+        # integration's do (mqttq/broker/integrations.py registers it the same way).
+        sink = await _connect(life, "integration", 65535)
+        sink.data_received(encode_packet(SubscribePacket(1, [SubscriptionRequest("t/#", 1)]), 5))
+        appended = IntegrationLog(Path(tempfile.mkdtemp(prefix="mqttq-bench-log-")), "default")
+        appended.open()
+        hub.appenders["integration"] = appended.append
     publishers = [await _connect(life, f"p{index}", 65535) for index in range(publisher_count)]
     await asyncio.sleep(0)
+    if settled:
+        settle_heap()
     qos = 1 if p2p else 0
     bursts = []
     for index in range(publisher_count):
@@ -117,10 +145,13 @@ async def run(mode: str, messages: int, trials: int) -> list[float]:
     results = []
     for _ in range(trials):
         start = time.process_time()
+        start_thread = time.thread_time()
         for round_index in range(rounds):
             for index, publisher in enumerate(publishers):
                 publisher.data_received(bursts[index][round_index % len(bursts[index])])
             await asyncio.sleep(0)  # the flushes run
+            while appended is not None and publishers[-1].steps:
+                await asyncio.sleep(0.0002)  # the log's fsync: then the deliveries are made
             if p2p:
                 for index, subscriber in enumerate(subscribers):
                     base = next_id[index]
@@ -130,7 +161,13 @@ async def run(mode: str, messages: int, trials: int) -> list[float]:
                     next_id[index] = base + BURST
                 await asyncio.sleep(0)
         elapsed = time.process_time() - start
+        loop_share = time.thread_time() - start_thread
         results.append(elapsed / (rounds * publisher_count * BURST) * 1e6)
+        if appended is not None:
+            print(
+                f"  trial: {results[-1]:.2f} us a message, {loop_share / elapsed:.0%} on the loop",
+                file=sys.stderr,
+            )
     return results
 
 
@@ -165,8 +202,18 @@ def main() -> None:
     parser.add_argument("mode", choices=("p2p", "fanout", "p2p-idle"))
     parser.add_argument("--messages", type=int, default=40_000, help="inbound messages per trial")
     parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument(
+        "--integration-log", action="store_true", help="p2p: one integration's log takes all"
+    )
+    parser.add_argument(
+        "--settle-heap",
+        action="store_true",
+        help="the collector as `mqttq serve` sets it (mqttq/heap.py), once connected",
+    )
     args = parser.parse_args()
-    results = uvloop.run(run(args.mode, args.messages, args.trials))
+    results = uvloop.run(
+        run(args.mode, args.messages, args.trials, args.integration_log, args.settle_heap)
+    )
     print(
         f"{args.mode}: {statistics.median(results):.2f} us CPU per inbound message "
         f"(median of {len(results)}, min {min(results):.2f})"

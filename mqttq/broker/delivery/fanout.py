@@ -24,6 +24,7 @@ class Fanout:
     """The deliveries of one message: those waiting for storage and those not yet made."""
 
     __slots__ = (
+        "answer_only",
         "count",
         "enqueue",
         "immediate",
@@ -47,7 +48,10 @@ class Fanout:
         self.retained_write: asyncio.Future[None] | None = None
         self.produced: list[asyncio.Future[Any]] | None = None
         """Records appended to APPLICATION clients' Kafka topics (acks=all), or handed to
-        other nodes."""
+        other nodes, or to integrations' logs."""
+        self.answer_only = False
+        """Nothing waits but the publisher's answer: the deliveries were made (a message
+        whose one wait is an integration log's write; shared, never changed after)."""
 
     def waits(self) -> list[asyncio.Future[Any]]:
         """Every future that must settle before `Hub.complete` (none: complete at once)."""

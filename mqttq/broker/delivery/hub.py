@@ -122,6 +122,9 @@ class Hub(IntakeHost):
         """Integrations' logs (broker/integrations.py) by their session's client id: a
         delivery to one is appended there, and its publisher's answer waits for the write
         as for a stored entry."""
+        self._answer_fan: Fanout | None = None
+        """The Fanout shared by the messages of one loop iteration whose only wait is one
+        log append (`_answered_after`)."""
         self.choose_intake()
 
     def choose_intake(self) -> None:
@@ -216,6 +219,7 @@ class Hub(IntakeHost):
         cluster = self.cluster
         items: list[tuple[str, Message]] | None = None
         appenders = self.appenders or None
+        appended: asyncio.Future[Any] | None = None
         count = rejected = 0
         for delivery in deliveries:
             session = sessions.get(delivery.client_id)
@@ -238,7 +242,11 @@ class Hub(IntakeHost):
             else:
                 out = message.for_subscriber(qos, delivery.retain, sids)
             if appenders is not None and (append := appenders.get(session.client_id)):
-                fan = _joined(fan, append(out))  # an integration's log
+                written = append(out)  # an integration's log
+                if appended is None:
+                    appended = written
+                elif written is not appended:  # a second log: their futures differ
+                    fan = _joined(fan, written)
                 continue
             if session.expiry_interval and app_log is not None and session.client_type == _APP:
                 # A persistent APPLICATION session: every delivery goes to its Kafka topic.
@@ -267,6 +275,10 @@ class Hub(IntakeHost):
                 if fan is None:
                     fan = Fanout()
                 fan.immediate.append((session, out))
+        if appended is not None:
+            if fan is None:  # delivered (or refused) already: only the answer waits
+                return self._answered_after(appended)
+            fan = _joined(fan, appended)
         if fan is None:
             return _reason(count, rejected)
         fan.count = count
@@ -274,6 +286,19 @@ class Hub(IntakeHost):
         if items:
             fan.enqueue = self._batcher.enqueue(items, logged)
             fan.message = message
+        return fan
+
+    def _answered_after(self, written: asyncio.Future[Any]) -> Fanout:
+        """The Fanout of a message whose deliveries were made and whose answer waits only
+        for `written` (an integration log's write of this loop iteration): one shared by
+        every such message of the iteration, as `complete` only reads it. Its reason is
+        success: the append counts as a delivery no queue refuses."""
+        fan = self._answer_fan
+        if fan is None or fan.produced is None or fan.produced[0] is not written:
+            fan = self._answer_fan = Fanout()
+            fan.produced = [written]
+            fan.count = 1
+            fan.answer_only = True
         return fan
 
     def _retain(self, space: TenantSpace, message: Message, fan: Fanout) -> bool:
@@ -404,7 +429,7 @@ class Hub(IntakeHost):
             return None
         done = partial(self._settled, fan, then)
         if steps is not None:
-            steps.add(wait, done)
+            steps.add(wait, done, not fan.answer_only)
         else:
             assert wait is not None
             wait.add_done_callback(done)

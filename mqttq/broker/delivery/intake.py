@@ -107,7 +107,7 @@ class DirectIntake(Intake):
             client,
             qos,
             packet_id,
-            self.hub.publish(session.space, message, deliver_now=not client.steps),
+            self.hub.publish(session.space, message, deliver_now=not client.steps.holding()),
         )
 
     def answer(
@@ -150,7 +150,7 @@ class InboxIntake(DirectIntake):
                 steps.add(held, partial(accepted, client, qos, packet_id))
                 client.pause_reading_if_behind()
             return
-        fan = self.hub.publish(space, message, deliver_now=not steps)
+        fan = self.hub.publish(space, message, deliver_now=not steps.holding())
         stored = isinstance(fan, Fanout) and fan.enqueue is not None
         if stored or inbox.engaged:
             inbox.learn(space.name, message, stored)

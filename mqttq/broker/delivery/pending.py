@@ -39,23 +39,36 @@ class OrderedSteps:
 
     A step waits for its own future (if any) and for every earlier step. With nothing
     pending and nothing to wait for, `add` runs the completion at once (the common path:
-    no allocation, no scheduling).
+    no allocation, no scheduling). Steps that share a future (the messages of one loop
+    iteration appended to an integration's log) share one callback on it.
+
+    A step `holds` deliveries unless its adder says otherwise: a later message of the same
+    client may be delivered at once only while no step `holding()` (its deliveries would
+    overtake the held ones); a step that only answers the client (a PUBACK waiting for a
+    log's fsync, its deliveries made) holds nothing.
     """
 
-    __slots__ = ("_after", "_steps")
+    __slots__ = ("_after", "_holding", "_steps")
 
     def __init__(self, after: Callable[[], None] | None = None) -> None:
-        self._steps: deque[tuple[asyncio.Future[Any] | None, StepDone]] | None = None
+        self._steps: deque[tuple[asyncio.Future[Any] | None, StepDone, bool]] | None = None
         """Created by the first step that has to wait (most clients never have one)."""
         self._after = after
         """Called after waiting steps ran (for flow control on the step count)."""
+        self._holding = 0
+        """Waiting steps that hold deliveries."""
 
     def __len__(self) -> int:
         steps = self._steps
         return 0 if steps is None else len(steps)
 
-    def add(self, future: asyncio.Future[Any] | None, done: StepDone) -> None:
-        """Queue `done(future)` to run after `future` settles and all earlier steps ran."""
+    def holding(self) -> bool:
+        """Whether a waiting step holds deliveries (see the class docstring)."""
+        return self._holding > 0
+
+    def add(self, future: asyncio.Future[Any] | None, done: StepDone, holds: bool = True) -> None:
+        """Queue `done(future)` to run after `future` settles and all earlier steps ran;
+        `holds`: the step holds deliveries back (see the class docstring)."""
         steps = self._steps
         if not steps:
             if future is None:
@@ -63,17 +76,28 @@ class OrderedSteps:
                 return
             if steps is None:
                 steps = self._steps = deque()
-        steps.append((future, done))
+        elif future is not None and steps[-1][0] is future:
+            # The step before waits for the same future: its callback advances past this
+            # one too (a run of equal futures is never split: it completes at once).
+            steps.append((future, done, holds))
+            if holds:
+                self._holding += 1
+            return
+        steps.append((future, done, holds))
+        if holds:
+            self._holding += 1
         if future is not None:
             future.add_done_callback(self._advance)
 
     def _advance(self, _future: object = None) -> None:
         steps = self._steps
         while steps:
-            future, done = steps[0]
+            future, done, holds = steps[0]
             if future is not None and not future.done():
                 return
             steps.popleft()
+            if holds:
+                self._holding -= 1
             try:
                 done(future)
             except Exception:
