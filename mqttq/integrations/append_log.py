@@ -44,8 +44,8 @@ from typing import Any, Final
 from mqttq.errors import StorageError
 from mqttq.integrations.log_records import (
     HEADER_SIZE,
+    append_record,
     decode_body,
-    encode_record,
     record_size,
     scan,
 )
@@ -224,35 +224,36 @@ class IntegrationLog:
         pending, self._pending = self._pending, []
         if future is None:
             return
-        frames: list[bytes] = []
+        frames = bytearray()
         records = self._unsynced
+        taken = len(records)
         start = position = self.end
         room = self.committed + self.max_bytes
-        tenant = self.tenant
+        tenant_raw = self.tenant.encode()
         for message in pending:
-            frame = encode_record(tenant, message)
-            end = position + len(frame)
+            end = position + append_record(frames, tenant_raw, message)
             if end > room:
+                del frames[position - start :]
                 self.dropped += 1
                 continue
-            frames.append(frame)
             records.append((position, end, message))
             position = end
-        if frames:
+        written = len(records) - taken
+        if written:
             if self._segment_size >= self.segment_bytes:
                 self._roll()
             try:
-                _write_all(self._fd, b"".join(frames))
+                _write_all(self._fd, frames)
             except OSError as exc:
                 # Cut what part was written: the next write starts on a record boundary.
                 with contextlib.suppress(OSError):
                     os.ftruncate(self._fd, self._segment_size)
-                del records[len(records) - len(frames) :]
+                del records[taken:]
                 future.set_exception(StorageError(f"integration log write failed: {exc}"))
                 return
             self._segment_size += position - self.end
             self.end = position
-        self._unsynced_bytes += position - start + RECORD_MEMORY * len(frames)
+        self._unsynced_bytes += position - start + RECORD_MEMORY * written
         self._synced.append(future)
         if not self._syncing:
             self._sync()
@@ -443,7 +444,7 @@ def _read_at(path: Path, offset: int, size: int) -> bytes:
         return file.read(size)
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def _write_all(fd: int, data: bytes | bytearray) -> None:
     view = memoryview(data)
     while view:
         written = os.write(fd, view)

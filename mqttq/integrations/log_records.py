@@ -5,7 +5,7 @@ One record is one message of one tenant:
     length    4 bytes, big-endian: the body's length
     crc       4 bytes, big-endian: CRC-32 of the body
     body      fields length (4 bytes), publisher length (2 bytes), then the fields as the
-              Kafka log's `mqttq` header packs them (`pack_fields`: qos, retain, times,
+              Kafka log's `mqttq` header packs them (`pack_fields_raw`: qos, retain, times,
               tenant, topic, MQTT 5 properties), the publisher (UTF-8), the payload
 
 A write cut short by `kill -9` or a power loss leaves a torn record at the end of a segment:
@@ -21,9 +21,9 @@ from typing import Final
 
 from mqttq.errors import StorageError
 from mqttq.model import Message
-from mqttq.storage.formats.kafka_record import pack_fields, unpack_fields
+from mqttq.storage.formats.kafka_record import pack_fields_raw, unpack_fields
 
-__all__ = ["HEADER_SIZE", "decode_body", "encode_record", "record_size", "scan"]
+__all__ = ["HEADER_SIZE", "append_record", "decode_body", "encode_record", "record_size", "scan"]
 
 _HEAD: Final = struct.Struct(">II")
 _BODY: Final = struct.Struct(">IH")
@@ -34,10 +34,20 @@ MAX_BODY: Final = 1 << 30
 
 def encode_record(tenant: str, message: Message) -> bytes:
     """`message` of `tenant` as one framed record."""
-    fields = pack_fields(tenant, message)
+    out = bytearray()
+    append_record(out, tenant.encode(), message)
+    return bytes(out)
+
+
+def append_record(out: bytearray, tenant_raw: bytes, message: Message) -> int:
+    """`message` of the tenant `tenant_raw` (UTF-8) framed as one record at the end of
+    `out` (one buffer for a loop iteration's records). Returns the record's size."""
+    fields = pack_fields_raw(tenant_raw, message)
     publisher = message.publisher_id.encode()
     body = b"".join((_BODY.pack(len(fields), len(publisher)), fields, publisher, message.payload))
-    return _HEAD.pack(len(body), zlib.crc32(body)) + body
+    out += _HEAD.pack(len(body), zlib.crc32(body))
+    out += body
+    return HEADER_SIZE + len(body)
 
 
 def decode_body(body: bytes | memoryview) -> tuple[str, Message]:

@@ -120,6 +120,11 @@ def _run(main: Coroutine[Any, Any, None]) -> None:
 
 
 async def _with_log() -> tuple[Lifecycle, ControlledLog, MemoryTransport]:
+    life, _, log, to_subscriber = await _with_log_and_hub()
+    return life, log, to_subscriber
+
+
+async def _with_log_and_hub() -> tuple[Lifecycle, Hub, ControlledLog, MemoryTransport]:
     life, hub = await _stack()
     integration, _ = await _connect(life, "integration")
     await _subscribe(integration, "#")
@@ -127,7 +132,7 @@ async def _with_log() -> tuple[Lifecycle, ControlledLog, MemoryTransport]:
     hub.appenders["integration"] = log.append
     subscriber, to_subscriber = await _connect(life, "sub")
     await _subscribe(subscriber, "t")
-    return life, log, to_subscriber
+    return life, hub, log, to_subscriber
 
 
 def test_the_subscriber_has_them_at_once_and_the_pubacks_wait_for_the_write() -> None:
@@ -164,13 +169,14 @@ def test_the_subscriber_has_them_at_once_and_the_pubacks_wait_for_the_write() ->
     _run(scenario())
 
 
-def test_a_failed_write_answers_unspecified_error() -> None:
+def test_a_failed_write_answers_unspecified_error_and_counts_each_message() -> None:
     async def scenario() -> None:
-        life, log, _ = await _with_log()
+        life, hub, log, _ = await _with_log_and_hub()
         publisher, to_publisher = await _connect(life, "pub")
         acked = len(to_publisher.writes)
         publisher.data_received(_publishes(2))
         await asyncio.sleep(0)
+        assert hub.stats.storage_errors == 0
         log.settle(0, OSError("disk full"))
         await _turns()
         answers = _packets(to_publisher, acked)
@@ -178,6 +184,7 @@ def test_a_failed_write_answers_unspecified_error() -> None:
             (1, ReasonCode.UNSPECIFIED_ERROR),
             (2, ReasonCode.UNSPECIFIED_ERROR),
         ]
+        assert hub.stats.storage_errors == 2
 
     _run(scenario())
 

@@ -53,6 +53,12 @@ class Fanout:
         """Nothing waits but the publisher's answer: the deliveries were made (a message
         whose one wait is an integration log's write; shared, never changed after)."""
 
+    def waited(self) -> asyncio.Future[Any]:
+        """The one future an `answer_only` Fanout waits for."""
+        produced = self.produced
+        assert produced is not None
+        return produced[0]
+
     def waits(self) -> list[asyncio.Future[Any]]:
         """Every future that must settle before `Hub.complete` (none: complete at once)."""
         waits: list[asyncio.Future[Any]] = []

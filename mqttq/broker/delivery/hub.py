@@ -291,15 +291,22 @@ class Hub(IntakeHost):
     def _answered_after(self, written: asyncio.Future[Any]) -> Fanout:
         """The Fanout of a message whose deliveries were made and whose answer waits only
         for `written` (an integration log's write of this loop iteration): one shared by
-        every such message of the iteration, as `complete` only reads it. Its reason is
-        success: the append counts as a delivery no queue refuses."""
+        every such message of the iteration, as `complete` only reads it (`count`: how many
+        took it). Its reason is success: the append counts as a delivery no queue refuses."""
         fan = self._answer_fan
         if fan is None or fan.produced is None or fan.produced[0] is not written:
             fan = self._answer_fan = Fanout()
             fan.produced = [written]
-            fan.count = 1
             fan.answer_only = True
+            written.add_done_callback(partial(self._answered, fan))
+        fan.count += 1
         return fan
+
+    def _answered(self, fan: Fanout, written: asyncio.Future[Any]) -> None:
+        """A failed log write fails every message that waited for it (`complete` counts
+        the others' failures)."""
+        if written.cancelled() or written.exception() is not None:
+            self.stats.storage_errors += fan.count
 
     def _retain(self, space: TenantSpace, message: Message, fan: Fanout) -> bool:
         """Set, replace or (empty payload) clear the topic's retained message
@@ -359,7 +366,8 @@ class Hub(IntakeHost):
         enqueue = fan.enqueue
         for produced in fan.produced or ():
             if produced.cancelled() or produced.exception() is not None:
-                self.stats.storage_errors += 1
+                if not fan.answer_only:  # counted once for all who shared it (`_answered`)
+                    self.stats.storage_errors += 1
                 return ReasonCode.UNSPECIFIED_ERROR
         if enqueue is not None:
             if enqueue.cancelled() or enqueue.exception() is not None:

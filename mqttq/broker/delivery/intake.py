@@ -124,6 +124,13 @@ class DirectIntake(Intake):
             else:
                 ack(client, qos, packet_id, fan)
             return
+        if fan.answer_only:
+            # Delivered already; only the answer waits, for an integration log's write (the
+            # fan-out has nothing to complete: `accepted` reads the write's outcome).
+            if qos:
+                steps.add(fan.waited(), partial(accepted, client, qos, packet_id), False)
+                client.pause_reading_if_behind()
+            return
         # Through the steps even when they are empty: a stored delivery's answer waits, and
         # the answers after it wait for it (they see `steps` non-empty).
         self.hub.settle(fan, partial(ack, client, qos, packet_id) if qos else None, steps)

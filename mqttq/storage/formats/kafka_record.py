@@ -35,7 +35,14 @@ from mqttq.codec.properties import (
 from mqttq.errors import MqttqError, StorageError
 from mqttq.model import Message
 
-__all__ = ["HEADER", "decode_message", "encode_message", "pack_fields", "unpack_fields"]
+__all__ = [
+    "HEADER",
+    "decode_message",
+    "encode_message",
+    "pack_fields",
+    "pack_fields_raw",
+    "unpack_fields",
+]
 
 HEADER: Final = "mqttq"
 """The name of the header holding everything but the payload and the publisher."""
@@ -54,7 +61,12 @@ def encode_message(tenant: str, message: Message) -> tuple[bytes, bytes, list[tu
 def pack_fields(tenant: str, message: Message) -> bytes:
     """Everything of `message` of `tenant` but the payload and the publisher, as the
     `mqttq` header holds it (the module docstring)."""
-    tenant_raw = tenant.encode()
+    return pack_fields_raw(tenant.encode(), message)
+
+
+def pack_fields_raw(tenant_raw: bytes, message: Message) -> bytes:
+    """`pack_fields` with the tenant already UTF-8 (a writer of many records of one
+    tenant encodes it once)."""
     topic_raw = message.topic.encode()
     expires = message.expires_at
     props = message.properties
