@@ -192,9 +192,26 @@ def main() -> None:
     parser.add_argument("--sink-key", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--bootstrap", help="an existing Kafka (else one is started)")
     parser.add_argument("--depth", type=int, help="KafkaSink.batches_in_flight (else its own)")
+    parser.add_argument(
+        "--rdkafka",
+        action="append",
+        default=[],
+        metavar="PROPERTY=VALUE",
+        help="a librdkafka property over the sink's own (an experiment, e.g. linger.ms=5)",
+    )
     args = parser.parse_args()
     global DEPTH
     DEPTH = args.depth or 0
+    if args.rdkafka:
+        from mqttq.integrations.sinks.kafka import KafkaSink  # noqa: PLC0415
+
+        overrides = dict(item.partition("=")[::2] for item in args.rdkafka)
+        own = KafkaSink._config
+
+        def config(self: KafkaSink) -> dict[str, Any]:
+            return {**own(self), **overrides}
+
+        KafkaSink._config = config  # type: ignore[method-assign]
     from tests.kafka_service import KafkaServer  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory(prefix="mqttq-kafka-sink-") as tmp:

@@ -168,6 +168,8 @@ def sink_run(
             admin.client.pause_integration(NAME)
         load_result = publish(broker, tool_core, load, load.count)
         if load.drain:
+            drain_cpu0 = on_cpu_seconds(broker.pid)
+            drain_threads0 = services.thread_cpu_seconds(broker.pid)
             started = time.time()
             admin.client.resume_integration(NAME)
         # Short of all when the broker lost some (a queue over mqtt.max_queued_messages):
@@ -180,6 +182,18 @@ def sink_run(
             profiler.stop()
     delivered = status["delivered"] - before
     at_sink, first, last = sink_times()
+    drained: dict[str, Any] = {}
+    if load.drain:
+        # The drain's own CPU (from the resume on): what bounds the delivered rate, without
+        # the publishes taken in while the integration was paused.
+        drained = {
+            "drain_cpu_us_per_msg": (cpu - (drain_cpu0 - cpu0)) / max(1, delivered) * 1e6,
+            "drain_threads_cpu_us_per_msg": {
+                name: round((seconds - drain_threads0.get(name, 0.0)) / max(1, delivered) * 1e6, 1)
+                for name, seconds in threads.items()
+                if seconds - drain_threads0.get(name, 0.0) > 0.001
+            },
+        }
     return {
         "messages": load.messages,
         "published_per_s": load_result["rates"]["published_per_s"],
@@ -196,6 +210,7 @@ def sink_run(
             for name, seconds in threads.items()
             if seconds - threads0.get(name, 0.0) > 0.001
         },
+        **drained,
         "failed": status["failed"],
         "retried": status["retried"],
         "dead_lettered": status["dead_lettered"],
