@@ -60,6 +60,12 @@ POSITION_FILE: Final = "position"
 _POSITION: Final = struct.Struct(">QI")
 READ_BYTES: Final = 1 << 20
 """At most this much is read from a segment at a time."""
+SYNC_SPACING: Final = 0.002
+"""At most one fsync starts in this many seconds: under load the writes of the iterations
+in between share it. An fsync costs this machine about 0.1 ms of CPU (and 0.8 ms of wall
+time) however little it syncs; back to back, at 80,000 messages a second, they took a
+tenth of the broker's core. A PUBACK waits up to this much longer; a message alone waits
+for nothing (the spacing counts from the last fsync's start)."""
 RECORD_MEMORY: Final = 400
 """What a record held in memory costs beyond its encoded size (its Message, Properties,
 topic and tuple), counted against `memory_bytes`."""
@@ -79,6 +85,7 @@ class IntegrationLog:
         segment_bytes: int = 64 << 20,
         max_bytes: int = 1 << 30,
         memory_bytes: int = 16 << 20,
+        sync_spacing: float = SYNC_SPACING,
     ) -> None:
         self.directory = directory
         self.tenant = tenant
@@ -117,6 +124,10 @@ class IntegrationLog:
         self._rolled: list[int] = []
         """File descriptors of segments rolled since the last fsync (synced, then closed)."""
         self._syncing = False
+        self.sync_spacing = sync_spacing
+        """Seconds from one fsync's start to the next's, at least (`SYNC_SPACING`)."""
+        self._sync_started = -1.0
+        self._sync_timer: asyncio.TimerHandle | None = None
         self._held = False
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -172,8 +183,18 @@ class IntegrationLog:
         """Write and sync what was appended, then close the files."""
         if self._pending and not self._held:
             self._flush()
-        while self._syncing:
+        if self._sync_timer is not None:  # what waits for its spacing syncs now
+            self._sync_timer.cancel()
+            self._sync_timer = None
+            if not self._syncing and self._synced:
+                self._sync()
+        while self._syncing or self._synced:
+            if not self._syncing:
+                self._sync()
             await asyncio.sleep(0.001)
+        if self._sync_timer is not None:
+            self._sync_timer.cancel()
+            self._sync_timer = None
         for fd in (self._fd, *self._rolled):
             if fd >= 0:
                 os.close(fd)
@@ -256,6 +277,22 @@ class IntegrationLog:
         self._unsynced_bytes += position - start + RECORD_MEMORY * written
         self._synced.append(future)
         if not self._syncing:
+            self._sync_soon()
+
+    def _sync_soon(self) -> None:
+        """Sync now, or at `sync_spacing` after the last fsync started (once)."""
+        if self._sync_timer is not None:
+            return
+        loop = self._loop or asyncio.get_running_loop()
+        due = self._sync_started + self.sync_spacing
+        if loop.time() >= due:
+            self._sync()
+        else:
+            self._sync_timer = loop.call_at(due, self._sync_due)
+
+    def _sync_due(self) -> None:
+        self._sync_timer = None
+        if not self._syncing and self._synced:
             self._sync()
 
     def _roll(self) -> None:
@@ -274,6 +311,7 @@ class IntegrationLog:
         rolled, self._rolled = self._rolled, []
         loop = self._loop or asyncio.get_running_loop()
         self._syncing = True
+        self._sync_started = loop.time()
         job = loop.run_in_executor(
             None, _sync_files, self._fd, rolled, str(self.directory) if rolled else None
         )
@@ -311,7 +349,7 @@ class IntegrationLog:
         self._recent_bytes = size
         self.grown.set()
         if self._synced:
-            self._sync()
+            self._sync_soon()
 
     # ------------------------------------------------------------------ consuming
 

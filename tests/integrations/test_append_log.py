@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
@@ -271,3 +271,51 @@ def test_max_backlog_mb_is_a_delivery_setting_checked_by_key() -> None:
     with pytest.raises(ConfigError) as bad:
         parse_integration({**table, "max_backlog_mb": 0}, "integration")
     assert bad.value.key == "integration.max_backlog_mb"
+
+
+def test_fsyncs_are_spaced_and_the_writes_between_share_one(tmp_path: Path) -> None:
+    """The first append syncs at once; one made within `sync_spacing` of that fsync's
+    start waits for the spacing (on the loop's clock, here a manual one), and the appends
+    of later iterations join it; `close` syncs what still waits."""
+    from tests.harness import ManualClockLoop  # noqa: PLC0415 (a test helper)
+
+    loop = ManualClockLoop()
+
+    async def scenario() -> None:
+        log = opened(tmp_path)
+        log.sync_spacing = 60.0
+        await log.append(message(1))  # nothing synced before: at once
+        second = log.append(message(2))
+        await _turns_until(lambda: log.end > log.durable)  # written, waiting for its fsync
+        written = log.end
+        third = log.append(message(3))
+        await _turns_until(lambda: log.end > written)
+        await asyncio.sleep(0.05)  # time enough for an fsync, had one started
+        assert not second.done()
+        assert not third.done()
+        assert log.durable < log.end
+        loop.skew += 60.0  # the spacing passed: one fsync for both
+        await asyncio.wait_for(asyncio.gather(second, third), 30)
+        assert log.durable == log.end
+        fourth = log.append(message(4))
+        await _turns_until(lambda: log.end > log.durable)
+        assert not fourth.done()
+        await log.close()  # syncs it without waiting for the spacing
+        assert fourth.done()
+        assert log.durable == log.end
+        reopened = opened(tmp_path)
+        records, _ = reopened.read(0, 1 << 20)
+        assert [m.payload for _, _, m in records] == [message(n).payload for n in (1, 2, 3, 4)]
+
+    try:
+        loop.run_until_complete(scenario())
+    finally:
+        loop.close()
+
+
+async def _turns_until(condition: Callable[[], bool]) -> None:
+    for _ in range(1000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the condition never held")
