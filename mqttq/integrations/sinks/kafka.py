@@ -503,6 +503,9 @@ class KafkaSink:
             # record of 1 ms (fewer, larger requests and wake-ups), while the batches in
             # flight keep the wait off the rate (one batch at a time, 5 ms halved it).
             "linger.ms": _LINGER_MS,
+            # Nagle off: with requests in flight, a small one waits for the ACK of the one
+            # before it (up to a delayed ACK's 40 ms); measured, the rate rose by a third.
+            "socket.nagle.disable": True,
             "allow.auto.create.topics": settings.auto_create_topics,
             # A missing topic fails its records well before they time out (then Rejected).
             "topic.metadata.propagation.max.ms": max(1, min(30_000, timeout // 2)),
