@@ -232,3 +232,45 @@ def test_kafka_down_with_batches_in_flight_then_back_nothing_lost_settled_in_ord
     assert [d.seq for d in backlog.settled] == list(range(1, 61))
     assert worker.stats.delivered == 60
     assert dead.letters == []
+
+
+def test_paused_with_batches_in_flight_they_settle_and_nothing_more_is_sent() -> None:
+    async def scenario() -> None:
+        async with Receiver(hold=True) as receiver:
+            items = [
+                Delivery(topic="s/1", payload=json.dumps({"n": n}).encode(), seq=n)
+                for n in range(1, 31)
+            ]
+            backlog = MemoryBacklog(items[:20])
+            dead = MemoryDeadLetters()
+            sink = PipelinedHttpSink(
+                HttpSinkSettings.from_table({"url": receiver.url(), "body": "array"}, "i"),
+                "hook",
+            )
+            delivery = DeliverySettings(batch_size=10, linger_ms=0)
+            worker = IntegrationWorker("hook", sink, backlog, dead, delivery)
+            task = asyncio.create_task(worker.run())
+            await wait_until(lambda: len(backlog.taken) == 20)  # both batches sent, held
+            worker.pause()
+            receiver.release()
+            await wait_until(lambda: len(backlog.settled) == 20)
+            for item in items[20:]:
+                backlog.add(item)
+            await asyncio.sleep(0.2)
+            assert worker.state == "paused"
+            assert len(receiver.received) == 2
+            assert backlog.lag() == 10
+            worker.resume()
+            await wait_until(lambda: len(backlog.settled) == 30)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        numbers = [
+            json.loads(item["payload"])["n"]
+            for request in receiver.received
+            for item in request.json()
+        ]
+        assert sorted(numbers[:20]) == list(range(1, 21))  # the two held batches, either order
+        assert numbers[20:] == list(range(21, 31))
+        assert [d.seq for d in backlog.settled] == list(range(1, 31))
+
+    asyncio.run(scenario())
