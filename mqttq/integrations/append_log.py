@@ -13,9 +13,12 @@ Layout under the integration's directory (`DATA/integrations/<name>/`):
 - segments `<20-digit base position>.seg`, each holding framed records (`log_records`);
   a position is a byte offset across the whole log. A segment is rolled once it passes
   `segment_bytes`, and deleted once the consumer committed past its end.
-- `position`: the consumer's committed position (8 bytes and their CRC-32), replaced by an
-  atomic rename after the sink accepted a batch. At open, delivery resumes there: what was
-  sent after it is sent again (at least once; at most one batch).
+- `position`: the consumer's committed position, written after the sink accepted a batch
+  into the older of two slots (each 8 bytes and their CRC-32, written in place with one
+  `pwrite`: a write cut short spoils only its slot, and the other still holds the commit
+  before it; no rename, which cost a twentieth of the broker's core at 80,000 messages a
+  second). At open, delivery resumes at the newer whole slot: what was sent after it is
+  sent again (at least once; at most one batch, two if that slot was torn).
 
 At open a torn record at the end of the last segment (a write cut by `kill -9`) is cut off.
 What the consumer has not committed is bounded by `max_bytes`: a message that would pass it
@@ -110,7 +113,9 @@ class IntegrationLog:
         """The records in `recent`: their encoded size plus `RECORD_MEMORY` each."""
         self._unsynced_bytes = 0
         self._position_path = str(directory / POSITION_FILE)
-        self._position_tmp = str(directory / (POSITION_FILE + ".tmp"))
+        self._position_fd = -1
+        self._position_slot = 0
+        """The slot the next commit writes: the older one."""
         self.grown = asyncio.Event()
         """Set when records became durable (the consumer clears it before it waits)."""
         self._bases: list[int] = []
@@ -195,10 +200,10 @@ class IntegrationLog:
         if self._sync_timer is not None:
             self._sync_timer.cancel()
             self._sync_timer = None
-        for fd in (self._fd, *self._rolled):
+        for fd in (self._fd, self._position_fd, *self._rolled):
             if fd >= 0:
                 os.close(fd)
-        self._fd = -1
+        self._fd = self._position_fd = -1
         self._rolled = []
 
     async def destroy(self) -> None:
@@ -429,19 +434,19 @@ class IntegrationLog:
 
     def commit(self, position: int, records: int) -> None:
         """The consumer delivered everything before `position` (`records` records): store
-        the position (atomic rename) and delete the segments wholly before it."""
+        the position (one write into the older of the position file's two slots) and
+        delete the segments wholly before it."""
         if position <= self.committed:
             return
         self.committed = position
         self.records = max(0, self.records - records)
-        packed = struct.pack(">Q", position)
-        tmp = self._position_tmp
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        try:
-            os.write(fd, _POSITION.pack(position, zlib.crc32(packed)))
-        finally:
-            os.close(fd)
-        os.replace(tmp, self._position_path)
+        if self._position_fd < 0:
+            self._position_fd = os.open(
+                self._position_path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644
+            )
+        slot = self._position_slot
+        self._position_slot = 1 - slot
+        os.pwrite(self._position_fd, _position_record(position), slot * _POSITION.size)
         self._delete_consumed()
 
     def _delete_consumed(self) -> None:
@@ -459,21 +464,32 @@ class IntegrationLog:
         return self.directory / f"{base:020d}{SEGMENT_SUFFIX}"
 
     def _read_position(self) -> int:
+        """The newest whole slot of the position file (0 without one); the next commit
+        writes the other slot."""
         path = self.directory / POSITION_FILE
         try:
             raw = path.read_bytes()
         except FileNotFoundError:
             return 0
-        if len(raw) == _POSITION.size:
-            position, crc = _POSITION.unpack(raw)
+        slots: list[tuple[int, int]] = []
+        for slot in range(min(2, len(raw) // _POSITION.size)):
+            position, crc = _POSITION.unpack_from(raw, slot * _POSITION.size)
             if zlib.crc32(struct.pack(">Q", position)) == crc:
-                return int(position)
-        log.warning("integration log %s: position file unreadable; starting over", path)
-        return 0
+                slots.append((position, slot))
+        if not slots:
+            log.warning("integration log %s: position file unreadable; starting over", path)
+            return 0
+        position, slot = max(slots)
+        self._position_slot = 1 - slot
+        return position
 
 
 _NOTHING: Final = Message("", b"")
 """The message of a record counted, not decoded."""
+
+
+def _position_record(position: int) -> bytes:
+    return _POSITION.pack(position, zlib.crc32(struct.pack(">Q", position)))
 
 
 def _read_at(path: Path, offset: int, size: int) -> bytes:

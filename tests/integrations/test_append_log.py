@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -192,6 +193,46 @@ def test_a_restart_resumes_at_the_committed_position(tmp_path: Path) -> None:
         assert payloads(got) == [f"m{n}".encode() for n in range(10, 30)]
         assert backlog.lag() == 0
         await log.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_torn_position_slot_falls_back_to_the_commit_before(tmp_path: Path) -> None:
+    """The position file holds the last two commits in two slots: the newer one cut short
+    (its CRC spoiled) leaves the older, and delivery resumes there (one more batch sent
+    again, never a message skipped); a one-slot file (a build before the slots) reads."""
+
+    async def scenario() -> None:
+        log = opened(tmp_path)
+        await append(log, [message(n) for n in range(30)])
+        backlog = LogBacklog(log, spec())
+        await drain(backlog, 10)
+        first = log.committed
+        await drain(backlog, 10)
+        second = log.committed
+        await log.close()
+        path = tmp_path / "position"
+        raw = bytearray(path.read_bytes())
+        assert len(raw) == 24
+        newer = 1 if int.from_bytes(raw[12:20], "big") == second else 0
+        assert int.from_bytes(raw[12 * (1 - newer) : 12 * (1 - newer) + 8], "big") == first
+        raw[12 * newer + 3] ^= 0xFF  # a write cut short in the newer slot
+        path.write_bytes(bytes(raw))
+        log = opened(tmp_path)
+        assert log.committed == first
+        got = await drain(LogBacklog(log, spec()), 20)
+        assert payloads(got) == [f"m{n}".encode() for n in range(10, 30)]
+        await log.close()
+        one_slot = first.to_bytes(8, "big") + zlib.crc32(first.to_bytes(8, "big")).to_bytes(
+            4, "big"
+        )
+        path.write_bytes(one_slot)  # as a build before the slots wrote it
+        log = opened(tmp_path)
+        assert log.committed == first
+        log.commit(second, 10)  # into the other slot: the first stays whole
+        await log.close()
+        assert opened(tmp_path).committed == second
+        assert path.read_bytes()[:12] == one_slot
 
     asyncio.run(scenario())
 
