@@ -10,19 +10,23 @@ from typing import Final
 
 __all__ = ["GC_YOUNG_THRESHOLD", "settle_heap", "settled_heap"]
 
-GC_YOUNG_THRESHOLD: Final = 10_000
+GC_YOUNG_THRESHOLD: Final = 100_000
 """Allocations between collections of the youngest generation (CPython's default: 700)."""
 
 
 def settle_heap() -> None:
     """Once started: what was loaded so far (modules, stored sessions, connected clients)
     leaves the cyclic collector's view, and the youngest generation is collected every
-    10,000 allocations instead of 700. The message path makes no reference cycles (its
+    100,000 allocations instead of 700. The message path makes no reference cycles (its
     objects go by reference counting), yet under the defaults the collector took 97 ms of
     the broker over four 100 x 100 backlog drains, one full collection stalling it for
-    65 ms; after this, 12 ms (docs/benchmarks.md, issue 14 section 9). The load tool's
-    workers, whose core is the drain's other bound, settle for the run once their clients
-    are connected (`settled_heap`; section 11)."""
+    65 ms; after 10,000, 12 ms (docs/benchmarks.md, issue 14 section 9). 100,000 since
+    integrations: messages waiting for an integration log's fsync and its sink's answer
+    live across many collections at 10,000 (each young collection walked them all: 2.2 ms
+    each, and 20 ms each of the middle one), so the collector took about 1.7 us of the
+    broker's CPU per message of `throughput.py overhead` (9.0 against 7.2 us a message).
+    The load tool's workers, whose core is the drain's other bound, settle for the run once
+    their clients are connected (`settled_heap`; section 11)."""
     gc.freeze()
     _young, middle, old = gc.get_threshold()
     gc.set_threshold(GC_YOUNG_THRESHOLD, middle, old)
