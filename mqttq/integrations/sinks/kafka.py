@@ -584,13 +584,19 @@ class KafkaSink:
                 else envelope_text(delivery, payload_encoding=encoding).encode()
             )
             try:
+                # Positional, in the C signature's order (topic, value, key, partition,
+                # on_delivery, its alias callback, timestamp, headers): parsing keywords
+                # cost 0.4 of 1.7 us a record. test_sink_kafka checks the timestamps and
+                # headers that land.
                 produce(
                     topic,
                     value,
                     key_of(delivery),
-                    on_delivery=partial(report, index),
-                    timestamp=delivery.timestamp_ms,
-                    headers=headers_of(delivery),
+                    -1,  # the partitioner's choice
+                    partial(report, index),
+                    None,
+                    delivery.timestamp_ms,
+                    headers_of(delivery),
                 )
             except BufferError:
                 transient = "kafka: the producer's queue is full (the cluster is slow or down)"
