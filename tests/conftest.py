@@ -45,6 +45,8 @@ os.environ.setdefault("MQTTQ_ADMIN__PORT", "0")
 # peak speed is never reached anyway. Every JVM reads it (JAVA_TOOL_OPTIONS); a flag on a
 # JVM's own command line still wins. It is about CPU only: no test result depends on it.
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1")
+# Spark's defaults for the tests' runs (parallelism sized for tiny lakes): see the file.
+os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).parent / "spark_conf"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
