@@ -150,6 +150,38 @@ log4j.appender.stderr.layout.ConversionPattern=%p %m%n
 EOF
 }
 
+# `port_open PORT`: something accepts TCP connections on $HOST:PORT.
+port_open() {
+    (: <"/dev/tcp/$HOST/$1") 2>/dev/null
+}
+
+# `probe_classes`: prints the directory of the compiled readiness probe, compiled once into
+# the cache (a `java Probe.java` source launch would compile it again on every attempt).
+probe_classes() {
+    local classes=$CACHE/probe-classes
+    if [[ ! -f $classes/Probe.class ]]; then
+        local work
+        work=$(mktemp -d)
+        write_probe "$work"
+        mkdir -p "$work/classes"
+        # javac as the runtime's own module (a JRE has no javac command); its class path
+        # spelled out, as only the java launcher expands `libs/*`.
+        local jars
+        jars=$(printf '%s:' "$CACHE"/libs/*.jar)
+        if ! java -XX:TieredStopAtLevel=1 -XX:+UseSerialGC \
+            --module jdk.compiler/com.sun.tools.javac.Main -nowarn -cp "$jars" \
+            -d "$work/classes" "$work/Probe.java" >"$work/javac.log" 2>&1; then
+            cat "$work/javac.log" >&2
+            rm -rf "$work"
+            die "compiling the readiness probe failed"
+        fi
+        # Concurrent first starts: each compiles its own, the rename is atomic.
+        mv -T "$work/classes" "$classes" 2>/dev/null || true
+        rm -rf "$work"
+    fi
+    echo "$classes"
+}
+
 # The Java probe: produce one record with acks=all; exit 0 once it is acknowledged.
 write_probe() {
     cat >"$1/Probe.java" <<'EOF'
@@ -194,13 +226,20 @@ start() {
         echo "$port $controller_port" >"$dir/ports"
     fi
     local classpath="$CACHE/libs/*"
-    local jvm=(java "-Xmx$HEAP" -Xms128m -XX:+UseG1GC -XX:TieredStopAtLevel=1
-        "-Dlog4j.configuration=file:$dir/log4j-tools.properties" -cp "$classpath")
+    # The short-lived tools (format, the probe) run a few seconds: C1 only, one GC thread.
+    local jvm=(java "-Xmx$HEAP" -Xms128m -XX:+UseSerialGC -XX:TieredStopAtLevel=1
+        "-Dlog4j.configuration=file:$dir/log4j-tools.properties")
     if [[ ! -f $dir/data/meta.properties ]]; then
+        # `kafka-storage.sh random-uuid` without a JVM of its own: 16 random bytes in
+        # URL-safe base64 without padding, never starting with '-' (as Kafka's Uuid does).
         local cluster_id
-        cluster_id=$("${jvm[@]}" kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n 1)
-        [[ -n $cluster_id ]] || die "kafka.tools.StorageTool random-uuid failed"
-        if ! "${jvm[@]}" kafka.tools.StorageTool format -t "$cluster_id" \
+        cluster_id=$(python3 -c 'import base64, uuid
+while True:
+    text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    if not text.startswith("-"):
+        break
+print(text)')
+        if ! "${jvm[@]}" -cp "$classpath" kafka.tools.StorageTool format -t "$cluster_id" \
             -c "$dir/server.properties" >"$dir/format.log" 2>&1; then
             cat "$dir/format.log" >&2
             die "formatting KRaft storage in $dir failed"
@@ -211,9 +250,14 @@ start() {
         "-Dlog4j.configuration=file:$dir/log4j.properties" -cp "$classpath" \
         kafka.Kafka "$dir/server.properties" >"$dir/stdout.log" 2>&1 </dev/null &
     echo $! >"$dir/kafka.pid"
-    write_probe "$dir"
+    local probe_classes
+    probe_classes=$(probe_classes)
     local deadline=$((SECONDS + START_TIMEOUT))
-    until "${jvm[@]}" "$dir/Probe.java" "$HOST:$port" 5000 >"$dir/probe.log" 2>&1; do
+    # The probe is a JVM of its own: first wait (cheaply) until the node listens at all.
+    until port_open "$port" || ((SECONDS > deadline)) || ! running "$dir"; do
+        sleep 0.2
+    done
+    until "${jvm[@]}" -cp "$probe_classes:$classpath" Probe "$HOST:$port" 5000 >"$dir/probe.log" 2>&1; do
         if ! running "$dir"; then
             tail -n 40 "$dir/stdout.log" "$dir/kafka.log" >&2 2>/dev/null || true
             die "Kafka in $dir exited during start-up (logs above)"

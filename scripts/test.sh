@@ -67,9 +67,11 @@ fi
 
 echo "==> pytest" >&2
 status=0
-# Two workers (pytest-xdist): most tests wait on sockets, not the CPU. Kafka's and Spark's
-# tests each stay on one worker (xdist_group, tests/conftest.py), so each JVM starts once.
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider -n "${MQTTQ_TEST_WORKERS:-2}" --dist loadgroup "$@" || status=$?
+# Three workers (pytest-xdist) on two cores: most tests wait on sockets, brokers and Kafka's
+# groups, not on the CPU (the run keeps about one core busy on two workers). Kafka's and
+# Spark's tests each stay on one worker (xdist_group, tests/conftest.py), so each JVM
+# starts once; the third takes the rest.
+"$VENV/bin/python" -m pytest -q -p no:cacheprovider -n "${MQTTQ_TEST_WORKERS:-3}" --dist loadgroup "$@" || status=$?
 case $status in
     0) ;;
     5)

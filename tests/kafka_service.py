@@ -56,6 +56,24 @@ class KafkaServer:
             raise ServiceError(f"kafka-local.sh start printed no bootstrap line:\n{out}")
         self.port = int(last.rpartition(":")[2])
 
+    def start_or_attach(self) -> None:
+        """`start`, unless a node already runs in `workdir` (another process started it
+        and waited until it took produces): then only take its port."""
+        if self.running():
+            self.port = int((self.workdir / "ports").read_text().split()[0])
+        else:
+            self.start()
+
+    def running(self) -> bool:
+        """A live Kafka node runs in `workdir`."""
+        try:
+            pid = int((self.workdir / "kafka.pid").read_text())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+        except (FileNotFoundError, ValueError):
+            return False
+        return b"kafka.Kafka" in cmdline and state != "Z"
+
     def stop(self) -> None:
         """SIGTERM, then SIGKILL after a bound (the script's); no-op when not running."""
         if self.workdir.exists():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import inspect
 import sys
-from typing import Annotated
+from typing import Annotated, ClassVar
 
 import typer
 import typer.main
@@ -19,40 +19,42 @@ from typer._click import Command, Context, exceptions
 from typer.core import TyperGroup, TyperOption
 
 from mqttq import __version__
-from mqttq.cli.admin_user import admin_user_app
-from mqttq.cli.bench import bench_app
-from mqttq.cli.blocked import blocked_app
-from mqttq.cli.cluster import cluster_app
-from mqttq.cli.credentials import credentials_app
 from mqttq.cli.errors import EXIT_CONFIG, EXIT_FAILURE, print_error
-from mqttq.cli.integration import integration_app
-from mqttq.cli.lake import lake_app
-from mqttq.cli.migrate import migrate_app
-from mqttq.cli.report import report_app
-from mqttq.cli.serve import SERVE_HELP, serve
-from mqttq.cli.session import session_app
-from mqttq.cli.tenant import tenant_app
+from mqttq.cli.lazy_group import LazyCommand, LazyCommands, LazyGroup
+
+
+class _Commands(LazyGroup):
+    """The subcommands, imported when a command line names them (lazy_group.py): a start
+    of `mqttq` imports one command's modules, not all of them."""
+
+    LAZY: ClassVar[dict[str, LazyCommand]] = {
+        "serve": LazyCommand("mqttq.cli.serve", "serve", help_attribute="SERVE_HELP"),
+        "bench": LazyCommand("mqttq.cli.bench", "bench_app"),
+        "session": LazyCommand("mqttq.cli.session", "session_app"),
+        "migrate": LazyCommand("mqttq.cli.migrate", "migrate_app"),
+        "report": LazyCommand("mqttq.cli.report", "report_app"),
+        "tenant": LazyCommand("mqttq.cli.tenant", "tenant_app"),
+        "credentials": LazyCommand("mqttq.cli.credentials", "credentials_app"),
+        "cluster": LazyCommand("mqttq.cli.cluster", "cluster_app"),
+        "integration": LazyCommand("mqttq.cli.integration", "integration_app"),
+        "admin-user": LazyCommand("mqttq.cli.admin_user", "admin_user_app"),
+        "blocked": LazyCommand("mqttq.cli.blocked", "blocked_app"),
+        "lake": LazyCommand("mqttq.cli.lake", "lake_app"),
+    }
+
+    def on_load(self, command: Command) -> None:
+        tidy_help(command)
+
 
 app = typer.Typer(
     name="mqttq",
     help="mqttq: an MQTT 3.1 / 3.1.1 / 5.0 broker. "
     "Start it with 'mqttq serve'; 'mqttq serve --help' lists its settings.",
+    cls=_Commands,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-app.command("serve", help=SERVE_HELP)(serve)
-app.add_typer(bench_app, name="bench")
-app.add_typer(session_app, name="session")
-app.add_typer(migrate_app, name="migrate")
-app.add_typer(report_app, name="report")
-app.add_typer(tenant_app, name="tenant")
-app.add_typer(credentials_app, name="credentials")
-app.add_typer(cluster_app, name="cluster")
-app.add_typer(integration_app, name="integration")
-app.add_typer(admin_user_app, name="admin-user")
-app.add_typer(blocked_app, name="blocked")
-app.add_typer(lake_app, name="lake")
 
 
 def _print_version(value: bool) -> None:
@@ -151,7 +153,10 @@ def tidy_help(command: Command) -> None:
             if param.is_flag and param.metavar is None:
                 param.metavar = ""
     if isinstance(command, TyperGroup):
-        for sub in command.commands.values():
+        # A lazy group's other commands are tidied as they are imported (`on_load`).
+        commands = command.commands
+        loaded = commands.loaded() if isinstance(commands, LazyCommands) else commands
+        for sub in loaded.values():
             tidy_help(sub)
 
 

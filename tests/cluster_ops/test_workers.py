@@ -67,6 +67,14 @@ class Supervisor:
     def stderr(self) -> str:
         return self.stderr_path.read_text(errors="replace")
 
+    def wait_exit(self) -> int:
+        """The supervisor's exit code; its log (and the workers') in the failure if it
+        has not ended within the bound."""
+        try:
+            return self.process.wait(timeout=START_DEADLINE)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the supervisor did not exit; its log:\n{self.stderr()}")
+
 
 @pytest.fixture
 def supervisors(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
@@ -154,7 +162,7 @@ def test_a_dead_worker_is_logged_and_not_restarted(
     )
     assert _alive(second) and supervisor.process.poll() is None
     supervisor.process.send_signal(signal.SIGTERM)
-    assert supervisor.process.wait(timeout=START_DEADLINE) == 1
+    assert supervisor.wait_exit() == 1
     assert not _alive(second)
 
 
