@@ -58,7 +58,7 @@ export function MqttClient() {
       protocolVersion: Number(conn.version),
       clean: conn.clean,
       reconnectPeriod: 0,
-      connectTimeout: 10000,
+      connectTimeout: 30000, // MQTT.js's default: a loaded host may take seconds to answer
     };
     if (conn.username) options.username = conn.username;
     if (conn.password) options.password = conn.password;
