@@ -156,7 +156,9 @@ _quote: Final[Callable[[str], str]] = json.encoder.encode_basestring
 def envelope_text(delivery: Delivery, *, payload_encoding: str = "auto") -> str:
     """`envelope(delivery)` as compact JSON text, the same characters `envelope_json` writes
     for it. A message without MQTT 5 properties (most of them) is written from a template
-    without building its dict: a third of the cost, once per delivered message."""
+    without building its dict: a third of the cost, once per delivered message; the quoted
+    topic and the publisher's fields are remembered (a few thousand of each) rather than
+    quoted again for every message."""
     if (
         delivery.user_properties
         or delivery.content_type is not None
@@ -173,23 +175,37 @@ def envelope_text(delivery: Delivery, *, payload_encoding: str = "auto") -> str:
             text = payload.decode("utf-8")
         except UnicodeDecodeError:
             text = None
+    topic = _TOPICS.get(delivery.topic)
+    if topic is None:
+        if len(_TOPICS) >= _CACHED:
+            _TOPICS.clear()
+        topic = _TOPICS[delivery.topic] = '{"topic":' + _quote(delivery.topic)
     if text is not None:
-        head = '{"topic":' + _quote(delivery.topic) + ',"payload":' + _quote(text)
+        head = topic + ',"payload":' + _quote(text)
     else:
         encoded = binascii.b2a_base64(payload, newline=False).decode("ascii")
-        head = (
-            '{"topic":'
-            + _quote(delivery.topic)
-            + ',"payload":"'
-            + encoded
-            + '","payload_encoding":"base64"'
+        head = topic + ',"payload":"' + encoded + '","payload_encoding":"base64"'
+    key = (delivery.client_id, delivery.tenant, delivery.qos, delivery.retain)
+    tail = _TAILS.get(key)
+    if tail is None:
+        if len(_TAILS) >= _CACHED:
+            _TAILS.clear()
+        retain = "true" if delivery.retain else "false"
+        tail = _TAILS[key] = (
+            f',"qos":{delivery.qos},"retain":{retain},'
+            f'"client_id":{_quote(delivery.client_id)},"tenant":{_quote(delivery.tenant)},'
+            '"timestamp":'
         )
-    retain = "true" if delivery.retain else "false"
-    return (
-        f'{head},"qos":{delivery.qos},"retain":{retain},'
-        f'"client_id":{_quote(delivery.client_id)},"tenant":{_quote(delivery.tenant)},'
-        f'"timestamp":{delivery.timestamp_ms}}}'
-    )
+    return head + tail + str(delivery.timestamp_ms) + "}"
+
+
+_CACHED: Final = 4096
+"""Entries each of `envelope_text`'s caches holds at most (emptied when full)."""
+_TOPICS: dict[str, str] = {}
+"""A topic -> the envelope's start up to its quoted topic."""
+_TAILS: dict[tuple[str, str, int, bool], str] = {}
+"""(client id, tenant, qos, retain) -> the envelope's fields after the payload, up to the
+timestamp's value: the same for every message of a publisher at one QoS."""
 
 
 def envelopes_json(batch: Sequence[Delivery], *, payload_encoding: str = "auto") -> bytes:

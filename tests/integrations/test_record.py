@@ -74,3 +74,15 @@ def test_any_message_without_properties_is_written_as_json_would(  # noqa: PLR09
 ) -> None:
     delivery = Delivery(topic, payload, qos, retain, client_id, tenant, timestamp)
     assert envelope_text(delivery) == reference(delivery)
+
+
+def test_remembered_topics_and_publishers_never_mix_up_messages() -> None:
+    """The quoted topic and the publisher's fields are remembered between messages: more
+    topics and publishers than the memory holds, seen twice, each message exactly as `json`
+    writes it (the same publisher at another QoS, retain flag or tenant is another)."""
+    deliveries = [
+        Delivery(f"t/{n % 5000}", b"p", n % 3, n % 2 == 0, f"dev-{n % 4500}", f"ten-{n % 3}", n)
+        for n in range(10_000)
+    ]
+    for delivery in deliveries:
+        assert envelope_text(delivery) == reference(delivery)
