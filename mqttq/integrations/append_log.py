@@ -188,12 +188,7 @@ class IntegrationLog:
         """Write and sync what was appended, then close the files."""
         if self._pending and not self._held:
             self._flush()
-        if self._sync_timer is not None:  # what waits for its spacing syncs now
-            self._sync_timer.cancel()
-            self._sync_timer = None
-            if not self._syncing and self._synced:
-                self._sync()
-        while self._syncing or self._synced:
+        while self._syncing or self._synced:  # what waits for its spacing syncs now
             if not self._syncing:
                 self._sync()
             await asyncio.sleep(0.001)

@@ -170,20 +170,25 @@ class IntegrationWorker:
             depth = self.batches_in_flight
             if depth > 1:
                 await self._run_pipelined(depth)  # until cancelled
-            while True:
-                await self._running.wait()
-                if self._phase == "starting":
-                    self._phase = "running"
-                batch = await self.backlog.take(
-                    self.delivery.batch_size, self.delivery.linger_ms / 1000
-                )
-                await self._running.wait()  # paused while waiting: the batch waits too
-                if batch:
-                    await self._deliver(batch)
+            else:
+                await self._run_one_at_a_time()  # until cancelled
         finally:
             if self._phase != "failed":
                 self._phase = "stopped"
             await self.sink.close()
+
+    async def _run_one_at_a_time(self) -> None:
+        """Take a batch, deliver it (retrying until the sink takes it), settle it; again."""
+        while True:
+            await self._running.wait()
+            if self._phase == "starting":
+                self._phase = "running"
+            batch = await self.backlog.take(
+                self.delivery.batch_size, self.delivery.linger_ms / 1000
+            )
+            await self._running.wait()  # paused while waiting: the batch waits too
+            if batch:
+                await self._deliver(batch)
 
     @property
     def batches_in_flight(self) -> int:

@@ -119,12 +119,7 @@ def _run(main: Coroutine[Any, Any, None]) -> None:
     uvloop.run(asyncio.wait_for(main, 30))
 
 
-async def _with_log() -> tuple[Lifecycle, ControlledLog, MemoryTransport]:
-    life, _, log, to_subscriber = await _with_log_and_hub()
-    return life, log, to_subscriber
-
-
-async def _with_log_and_hub() -> tuple[Lifecycle, Hub, ControlledLog, MemoryTransport]:
+async def _with_log() -> tuple[Lifecycle, Hub, ControlledLog, MemoryTransport]:
     life, hub = await _stack()
     integration, _ = await _connect(life, "integration")
     await _subscribe(integration, "#")
@@ -137,7 +132,7 @@ async def _with_log_and_hub() -> tuple[Lifecycle, Hub, ControlledLog, MemoryTran
 
 def test_the_subscriber_has_them_at_once_and_the_pubacks_wait_for_the_write() -> None:
     async def scenario() -> None:
-        life, log, to_subscriber = await _with_log()
+        life, _, log, to_subscriber = await _with_log()
         seen = len(to_subscriber.writes)
         publisher, to_publisher = await _connect(life, "pub")
         acked = len(to_publisher.writes)
@@ -171,7 +166,7 @@ def test_the_subscriber_has_them_at_once_and_the_pubacks_wait_for_the_write() ->
 
 def test_a_failed_write_answers_unspecified_error_and_counts_each_message() -> None:
     async def scenario() -> None:
-        life, hub, log, _ = await _with_log_and_hub()
+        life, hub, log, _ = await _with_log()
         publisher, to_publisher = await _connect(life, "pub")
         acked = len(to_publisher.writes)
         publisher.data_received(_publishes(2))
