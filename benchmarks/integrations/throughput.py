@@ -22,7 +22,9 @@ docs/benchmarks.md, `<!-- integrations-<scenario>:begin -->`):
   publishes; the queue limit is raised to 65535 for it.)
 - `overhead`: `mqttq bench p2p` (100 pairs QoS 1, as peers/compare.py's headline) on a
   fresh broker without, then with, one http integration (as in `http`) matching every
-  message: the publish rate of each, and their ratio.
+  message: the publish rate of each, and their ratio; with the integration, also what it
+  had delivered when the load ended and its lag then (a worker that fell behind finishes
+  after the measured window: its cost is then partly outside it).
 - `backlog-memory`: the http integration's receiver down (nothing listens on its port);
   N messages published and acknowledged; broker RSS before and after; then the receiver
   starts and the backlog drains: all N delivered, and the RSS after.
@@ -318,12 +320,16 @@ def run_overhead(work: Path, load: Load, pairs: int, duration: float) -> dict[st
             "command": " ".join(argv),
         }
         if mode == "with":
-            # Everything acknowledged must reach the receiver: wait until the counter
-            # stops moving, then compare.
+            # How far the integration kept up while the load ran (what it had delivered
+            # when the load ended, and its lag then), then everything acknowledged must
+            # reach the receiver: wait until the counter stops moving, and compare.
             acked = result["messages"]["acknowledged"]
             admin = services.Integrations(broker)
+            at_end = admin.status(NAME)
             status = admin.wait(NAME, "delivered", acked, load.stall, short_ok=True)
             row.update(
+                delivered_when_load_ended=at_end["delivered"],
+                lag_when_load_ended=at_end["lag"],
                 acknowledged=acked,
                 integration_delivered=status["delivered"],
                 at_receiver=receiver.stats()["messages"],
