@@ -37,7 +37,6 @@ from mqttq.config.schema import (
 from mqttq.limits.quota import Quota
 
 __all__ = [
-    "ALL_KEYS",
     "ENV_PREFIX",
     "ENV_SECTIONS",
     "OPTIONAL_LISTENERS",
@@ -101,7 +100,7 @@ TYPES: Final[dict[str, dict[str, type]]] = {
     for name, cls in SECTIONS.items()
 }
 """Each section's keys with their types (`TYPES["mqtt"]["max_keep_alive"] is int`)."""
-ALL_KEYS: Final = tuple(f"{s}.{k}" for s, keys in TYPES.items() for k in keys)
+_ALL_KEYS: Final = tuple(f"{s}.{k}" for s, keys in TYPES.items() for k in keys)
 """Every dotted key, in section order (`mqtt.max_keep_alive`)."""
 ENV_SECTIONS: Final = {name.replace(".", "_"): name for name in SECTIONS}
 """Environment spelling of a section (`MQTTQ_MQTT_LIMIT_CLUSTER__...`) -> its name."""
@@ -117,7 +116,7 @@ def env_var_name(key: str) -> str:
 def iter_keys() -> Iterator[tuple[str, type, object]]:
     """Every dotted key with its type and default, in section order (for docs and tests)."""
     defaults = Settings()
-    for key in ALL_KEYS:
+    for key in _ALL_KEYS:
         section, _, name = key.rpartition(".")
         owner: object = defaults
         for part in section.split("."):
@@ -136,9 +135,9 @@ def suggest(
         section, name = "", dotted
     else:
         section, _, name = dotted.rpartition(".")
-    close = [key for key in ALL_KEYS if key.rpartition(".")[2] == name]
+    close = [key for key in _ALL_KEYS if key.rpartition(".")[2] == name]
     if not close:
-        close = difflib.get_close_matches(dotted, ALL_KEYS, n=1, cutoff=0.6)
+        close = difflib.get_close_matches(dotted, _ALL_KEYS, n=1, cutoff=0.6)
     if not close and section in TYPES:
         matches = difflib.get_close_matches(name, list(TYPES[section]), n=1, cutoff=0.5)
         close = [f"{section}.{key}" for key in matches]
