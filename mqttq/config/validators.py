@@ -214,7 +214,7 @@ NORMALIZE: Final[dict[str, Callable[[Any], Any]]] = {
     "auth.store": str.lower,
 }
 """Keys whose value is stored in one spelling (lower case), before its check."""
-# A check returns None for a good value, else the problem (`must be ..., got ...`).
+
 CHECKS: Final[dict[str, Callable[[Any], str | None]]] = {
     "listener.host": _not_empty,
     "listener.port": _in_range(0, 65535),
@@ -295,3 +295,4 @@ CHECKS: Final[dict[str, Callable[[Any], str | None]]] = {
         for name in TYPES[f"mqtt_limit.{layer}"]
     },
 }
+"""Each key's check: None for a good value, else the problem (`must be ..., got ...`)."""
