@@ -55,20 +55,24 @@ class LogBacklog:
                 self._uncommitted = 0
 
     def _records(self, wanted: int) -> list[LogRecord]:
-        """Up to `wanted` records from `position`: from memory when it holds them, else from
-        the file (up to where memory begins)."""
+        """Up to `wanted` records from `position`: from the file up to where memory begins,
+        then from memory (a worker catching up crosses over within one batch, without
+        waiting for a linger between the two)."""
         log = self.log
         log.forget_recent(self.position)
         recent = log.recent
-        if recent and recent[0][0] == self.position:
-            out = log.take_recent(wanted)
-            self.position = out[-1][1]
-            return out
-        out = []
+        out: list[LogRecord] = []
         while len(out) < wanted and self.position < log.durable:
+            if recent and recent[0][0] == self.position:
+                taken = log.take_recent(wanted - len(out))
+                self.position = taken[-1][1]
+                if not out:
+                    return taken
+                out.extend(taken)
+                break
             memory_from = recent[0][0] if recent else log.durable
             if memory_from <= self.position:
-                break  # memory holds the rest: the next call takes it from there
+                break  # not reached: memory never starts before `position` once forgotten
             records, after = log.read(self.position, READ_BYTES, most=wanted - len(out))
             take = [r for r in records[: wanted - len(out)] if r[0] < memory_from]
             out.extend(take)

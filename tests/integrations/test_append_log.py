@@ -250,6 +250,25 @@ def test_a_worker_behind_memory_reads_the_file_in_order(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
+def test_a_worker_catching_up_crosses_from_the_file_into_memory_in_one_batch(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        log = opened(tmp_path, memory_bytes=1000)  # about 40 small records
+        await append(log, [message(n) for n in range(100)])
+        in_memory = len(log.recent)
+        assert 0 < in_memory < 100
+        backlog = LogBacklog(log, spec())
+        batch = await asyncio.wait_for(backlog.take(100, 0), 10)
+        # Before: the file's part alone (the rest waited for the next batch, after a linger).
+        assert payloads(batch) == [f"m{n}".encode() for n in range(100)]
+        await backlog.settle(batch)
+        assert backlog.lag() == 0
+        await log.close()
+
+    asyncio.run(scenario())
+
+
 def test_the_backlog_on_disk_is_bounded_and_what_passes_it_is_counted(tmp_path: Path) -> None:
     async def scenario() -> None:
         log = opened(tmp_path, max_bytes=2000)
