@@ -168,8 +168,11 @@ class IntegrationWorker:
                 self._phase = "failed"
                 return
             depth = self.batches_in_flight
+            lanes = self.lanes
             if depth > 1:
                 await self._run_pipelined(depth)  # until cancelled
+            elif lanes > 1:
+                await self._run_in_lanes(lanes)  # until cancelled
             else:
                 await self._run_one_at_a_time()  # until cancelled
         finally:
@@ -189,6 +192,54 @@ class IntegrationWorker:
             await self._running.wait()  # paused while waiting: the batch waits too
             if batch:
                 await self._deliver(batch)
+
+    @property
+    def lanes(self) -> int:
+        """Sends at once for one batch taken, each with its own publishers: the sink's
+        `lanes` (1 when it has none), at most `max_in_flight // batch_size`."""
+        wanted = getattr(self.sink, "lanes", 1)
+        fits = self.delivery.max_in_flight // max(1, self.delivery.batch_size)
+        return max(1, min(int(wanted), fits))
+
+    async def _run_in_lanes(self, lanes: int) -> None:
+        """Take up to `lanes` batches' worth at once; what fits one batch is delivered as
+        one, more (a worker behind its backlog) is split by publisher into up to `lanes`
+        lanes sent at the same time (`split_lanes`), then settled as one.
+
+        A sink with sends on separate connections (HTTP) may see them arrive in any order,
+        so each publisher's deliveries stay in one lane, sent one `batch_size` after the
+        other: each publisher's order holds at the sink. A lane that fails is retried with
+        the backoff while the others finish; nothing taken is settled until every lane was
+        accepted (a lane accepted before a crash is sent again: at least once).
+        """
+        size = self.delivery.batch_size
+        linger = self.delivery.linger_ms / 1000
+        while True:
+            await self._running.wait()
+            if self._phase == "starting":
+                self._phase = "running"
+            taken = await self.backlog.take(size * lanes, linger)
+            await self._running.wait()  # paused while waiting: what was taken waits too
+            if len(taken) <= size:
+                if taken:
+                    await self._deliver(taken)
+                continue
+            rejected: list[Rejected] = []
+            async with asyncio.TaskGroup() as sends:
+                tasks = [
+                    sends.create_task(self._send_lane(lane))
+                    for lane in split_lanes(taken, lanes, size)
+                ]
+            for task in tasks:
+                rejected.extend(task.result())
+            await self._accepted(taken, rejected)
+
+    async def _send_lane(self, batches: Sequence[Sequence[Delivery]]) -> list[Rejected]:
+        """Send a lane's batches one after the other, each until the sink takes it."""
+        rejected: list[Rejected] = []
+        for batch in batches:
+            rejected.extend(await self._send_until_taken(batch))
+        return rejected
 
     @property
     def batches_in_flight(self) -> int:
@@ -290,6 +341,13 @@ class IntegrationWorker:
     async def _deliver(self, batch: Sequence[Delivery], *, sent_before: bool = False) -> None:
         """Send `batch` until the sink takes it (retrying with backoff), then settle it.
         `sent_before`: an earlier attempt failed (the first one here counts as a retry)."""
+        rejected = await self._send_until_taken(batch, sent_before=sent_before)
+        await self._accepted(batch, rejected)
+
+    async def _send_until_taken(
+        self, batch: Sequence[Delivery], *, sent_before: bool = False
+    ) -> Sequence[Rejected]:
+        """Send `batch` until the sink takes it (retrying with backoff); what it refused."""
         attempts = 1 if sent_before else 0
         while True:
             attempts += 1
@@ -302,8 +360,7 @@ class IntegrationWorker:
                 continue
             except SinkRejected as exc:
                 rejected = [Rejected(delivery, str(exc)) for delivery in batch]
-            break
-        await self._accepted(batch, rejected)
+            return rejected
 
     async def _accepted(self, batch: Sequence[Delivery], rejected: Sequence[Rejected]) -> None:
         """The sink took `batch` except `rejected`: dead-letter those, count, settle."""
@@ -344,3 +401,29 @@ class IntegrationWorker:
     def _error(self, reason: str) -> None:
         self.stats.last_error = reason
         self.stats.last_error_at = self._clock()
+
+
+def split_lanes(batch: Sequence[Delivery], lanes: int, size: int) -> list[list[Sequence[Delivery]]]:
+    """`batch` as at most `lanes` lanes, each a list of batches of at most `size`: every
+    publisher (`client_id`) in one lane, its deliveries in batch order; the publishers
+    spread so that the lanes are about even (the busiest first, each to the lightest lane);
+    no more lanes than `size`-batches the whole needs."""
+    counts: dict[str, int] = {}
+    for delivery in batch:
+        publisher = delivery.client_id
+        counts[publisher] = counts.get(publisher, 0) + 1
+    used = max(1, min(lanes, len(counts), -(-len(batch) // size)))
+    loads = [0] * used
+    lane_of: dict[str, int] = {}
+    for publisher, count in sorted(counts.items(), key=_count_of, reverse=True):
+        lightest = loads.index(min(loads))
+        lane_of[publisher] = lightest
+        loads[lightest] += count
+    parts: list[list[Delivery]] = [[] for _ in range(used)]
+    for delivery in batch:
+        parts[lane_of[delivery.client_id]].append(delivery)
+    return [[part[i : i + size] for i in range(0, len(part), size)] for part in parts]
+
+
+def _count_of(item: tuple[str, int]) -> int:
+    return item[1]

@@ -13,7 +13,7 @@ from mqttq.integrations.memory import MemoryBacklog, MemoryDeadLetters
 from mqttq.integrations.record import Delivery
 from mqttq.integrations.sinks.http import HttpSink, HttpSinkSettings
 from mqttq.integrations.spec import DeliverySettings
-from mqttq.integrations.worker import Backoff, IntegrationWorker
+from mqttq.integrations.worker import Backoff, IntegrationWorker, split_lanes
 from tests.integrations.http_receivers import Receiver
 
 
@@ -156,3 +156,150 @@ def test_backoff_doubles_to_its_ceiling_with_full_jitter() -> None:
     backoff.reset()
     assert backoff.next() == 0.1
     assert Backoff(0.1, 1.0, rand=lambda: 0.0).next() == 0.001
+
+
+def two_publishers(count: int) -> list[Delivery]:
+    """`count` deliveries each of publishers "a" and "b", interleaved; `n` counts per
+    publisher, `seq` across both."""
+    return [
+        Delivery(
+            topic=f"sensors/{publisher}",
+            payload=json.dumps({"n": n}).encode(),
+            client_id=publisher,
+            timestamp_ms=1_700_000_000_000,
+            seq=2 * n + index,
+        )
+        for n in range(count)
+        for index, publisher in enumerate("ab")
+    ]
+
+
+def arrived_by_publisher(receiver: Receiver) -> dict[str, list[int]]:
+    """What each publisher's accepted requests carried, in arrival order."""
+    out: dict[str, list[int]] = {}
+    for request in receiver.received:
+        if request.status < 300:
+            for item in request.json():
+                out.setdefault(item["client_id"], []).append(json.loads(item["payload"])["n"])
+    return out
+
+
+def test_a_worker_behind_sends_its_publishers_in_lanes_at_once() -> None:
+    async def scenario() -> None:
+        # Answers nothing until two requests wait at once: one request at a time never ends.
+        async with Receiver(hold_until_in_flight=2) as receiver:
+            backlog = MemoryBacklog(two_publishers(20))
+            worker = worker_for(receiver.url(), backlog, MemoryDeadLetters(), body="array")
+            assert worker.lanes == 4
+            task = asyncio.create_task(worker.run())
+            await wait_until(lambda: len(backlog.settled) == 40, timeout=10)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        assert receiver.max_in_flight == 2
+        assert all(len(request.json()) <= 10 for request in receiver.received)  # batch_size
+        for request in receiver.received:  # each request holds one publisher's deliveries
+            assert len({item["client_id"] for item in request.json()}) == 1
+        assert arrived_by_publisher(receiver) == {"a": list(range(20)), "b": list(range(20))}
+        assert backlog.settled == two_publishers(20)
+        assert worker.stats.delivered == 40
+
+    asyncio.run(scenario())
+
+
+def test_a_failing_lane_settles_nothing_and_each_publishers_order_holds() -> None:
+    async def scenario() -> None:
+        b_down = True
+
+        def answer(body: bytes) -> int:
+            publishers = {item["client_id"] for item in json.loads(body)}
+            return 503 if b_down and "b" in publishers else 200
+
+        async with Receiver(answer=answer) as receiver:
+            backlog = MemoryBacklog(two_publishers(20))
+            dead = MemoryDeadLetters()
+            worker = worker_for(receiver.url(), backlog, dead, body="array")
+            task = asyncio.create_task(worker.run())
+            # Lane "a" delivers both its batches; lane "b" keeps failing.
+            await wait_until(
+                lambda: worker.stats.failed >= 3 and len(arrived_by_publisher(receiver)) == 1
+            )
+            assert arrived_by_publisher(receiver) == {"a": list(range(20))}
+            assert backlog.settled == []  # nothing past the failure is settled
+            assert worker.stats.delivered == 0
+            assert worker.state == "retrying"
+            b_down = False
+            await wait_until(lambda: len(backlog.settled) == 40)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        assert arrived_by_publisher(receiver) == {"a": list(range(20)), "b": list(range(20))}
+        assert backlog.settled == two_publishers(20)
+        assert (worker.stats.delivered, worker.stats.dead_lettered) == (40, 0)
+        assert worker.stats.retried >= 10  # b's first batch at least once more
+        assert dead.letters == []
+
+    asyncio.run(scenario())
+
+
+def test_a_lane_refused_for_good_goes_to_the_dead_letters_and_the_rest_is_settled() -> None:
+    async def scenario() -> None:
+        def answer(body: bytes) -> int:
+            publishers = {item["client_id"] for item in json.loads(body)}
+            return 400 if "b" in publishers else 200
+
+        async with Receiver(answer=answer) as receiver:
+            backlog = MemoryBacklog(two_publishers(4))
+            dead = MemoryDeadLetters()
+            worker = worker_for(receiver.url(), backlog, dead, body="array", max_connections=2)
+            worker.delivery = DeliverySettings(batch_size=4, linger_ms=0, max_in_flight=10)
+            task = asyncio.create_task(worker.run())
+            await wait_until(lambda: len(backlog.settled) == 8)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        assert arrived_by_publisher(receiver) == {"a": list(range(4))}
+        assert [rejected.delivery.client_id for _, rejected in dead.letters] == ["b"] * 4
+        assert [json.loads(r.delivery.payload)["n"] for _, r in dead.letters] == list(range(4))
+        assert (worker.stats.delivered, worker.stats.dead_lettered) == (4, 4)
+
+    asyncio.run(scenario())
+
+
+def test_a_batch_that_fits_one_request_is_sent_as_one() -> None:
+    async def scenario() -> None:
+        async with Receiver() as receiver:
+            backlog = MemoryBacklog(two_publishers(5))
+            worker = worker_for(receiver.url(), backlog, MemoryDeadLetters(), body="array")
+            task = asyncio.create_task(worker.run())
+            await wait_until(lambda: len(backlog.settled) == 10)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        assert [len(request.json()) for request in receiver.received] == [10]
+
+    asyncio.run(scenario())
+
+
+def test_one_connection_means_one_lane() -> None:
+    backlog = MemoryBacklog()
+    worker = worker_for("http://127.0.0.1:9/x", backlog, MemoryDeadLetters(), max_connections=1)
+    assert worker.lanes == 1
+
+
+def test_split_lanes_keeps_each_publisher_whole_and_in_order() -> None:
+    batch = [
+        Delivery(topic="t", payload=b"", client_id=publisher, seq=seq)
+        for seq, publisher in enumerate("aaaaaabbbcd" * 2)
+    ]
+    lanes = split_lanes(batch, 4, 5)
+    assert len(lanes) == 4
+    seen: dict[str, list[int]] = {}
+    for lane in lanes:
+        publishers = {d.client_id for part in lane for d in part}
+        for part in lane:
+            assert 0 < len(part) <= 5
+        for publisher in publishers:
+            assert publisher not in seen  # one lane per publisher
+            seen[publisher] = [d.seq for part in lane for d in part if d.client_id == publisher]
+    for publisher, seqs in seen.items():
+        assert seqs == [d.seq for d in batch if d.client_id == publisher]
+    assert sorted(len([d for part in lane for d in part]) for lane in lanes) == [2, 2, 6, 12]
+    # No more lanes than batches of `size` the whole needs.
+    assert len(split_lanes(batch[:8], 4, 5)) == 2
