@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from mqttq.errors import ConfigError
+from mqttq.integrations.lanes import run_in_lanes
 from mqttq.integrations.record import Delivery
 from mqttq.integrations.sink import Rejected, Sink, SinkRejected, SinkUnavailable
 from mqttq.integrations.spec import DeliverySettings
@@ -172,7 +173,7 @@ class IntegrationWorker:
             if depth > 1:
                 await self._run_pipelined(depth)  # until cancelled
             elif lanes > 1:
-                await self._run_in_lanes(lanes)  # until cancelled
+                await run_in_lanes(self, lanes)  # until cancelled
             else:
                 await self._run_one_at_a_time()  # until cancelled
         finally:
@@ -195,51 +196,12 @@ class IntegrationWorker:
 
     @property
     def lanes(self) -> int:
-        """Sends at once for one batch taken, each with its own publishers: the sink's
-        `lanes` (1 when it has none), at most `max_in_flight // batch_size`."""
+        """Sends in flight at once, each with its own publishers (`mqttq.integrations.lanes`):
+        the sink's `lanes` (1 when it has none: one `send` at a time), at most
+        `max_in_flight // batch_size`."""
         wanted = getattr(self.sink, "lanes", 1)
         fits = self.delivery.max_in_flight // max(1, self.delivery.batch_size)
         return max(1, min(int(wanted), fits))
-
-    async def _run_in_lanes(self, lanes: int) -> None:
-        """Take up to `lanes` batches' worth at once; what fits one batch is delivered as
-        one, more (a worker behind its backlog) is split by publisher into up to `lanes`
-        lanes sent at the same time (`split_lanes`), then settled as one.
-
-        A sink with sends on separate connections (HTTP) may see them arrive in any order,
-        so each publisher's deliveries stay in one lane, sent one `batch_size` after the
-        other: each publisher's order holds at the sink. A lane that fails is retried with
-        the backoff while the others finish; nothing taken is settled until every lane was
-        accepted (a lane accepted before a crash is sent again: at least once).
-        """
-        size = self.delivery.batch_size
-        linger = self.delivery.linger_ms / 1000
-        while True:
-            await self._running.wait()
-            if self._phase == "starting":
-                self._phase = "running"
-            taken = await self.backlog.take(size * lanes, linger)
-            await self._running.wait()  # paused while waiting: what was taken waits too
-            if len(taken) <= size:
-                if taken:
-                    await self._deliver(taken)
-                continue
-            rejected: list[Rejected] = []
-            async with asyncio.TaskGroup() as sends:
-                tasks = [
-                    sends.create_task(self._send_lane(lane))
-                    for lane in split_lanes(taken, lanes, size)
-                ]
-            for task in tasks:
-                rejected.extend(task.result())
-            await self._accepted(taken, rejected)
-
-    async def _send_lane(self, batches: Sequence[Sequence[Delivery]]) -> list[Rejected]:
-        """Send a lane's batches one after the other, each until the sink takes it."""
-        rejected: list[Rejected] = []
-        for batch in batches:
-            rejected.extend(await self._send_until_taken(batch))
-        return rejected
 
     @property
     def batches_in_flight(self) -> int:
@@ -401,29 +363,3 @@ class IntegrationWorker:
     def _error(self, reason: str) -> None:
         self.stats.last_error = reason
         self.stats.last_error_at = self._clock()
-
-
-def split_lanes(batch: Sequence[Delivery], lanes: int, size: int) -> list[list[Sequence[Delivery]]]:
-    """`batch` as at most `lanes` lanes, each a list of batches of at most `size`: every
-    publisher (`client_id`) in one lane, its deliveries in batch order; the publishers
-    spread so that the lanes are about even (the busiest first, each to the lightest lane);
-    no more lanes than `size`-batches the whole needs."""
-    counts: dict[str, int] = {}
-    for delivery in batch:
-        publisher = delivery.client_id
-        counts[publisher] = counts.get(publisher, 0) + 1
-    used = max(1, min(lanes, len(counts), -(-len(batch) // size)))
-    loads = [0] * used
-    lane_of: dict[str, int] = {}
-    for publisher, count in sorted(counts.items(), key=_count_of, reverse=True):
-        lightest = loads.index(min(loads))
-        lane_of[publisher] = lightest
-        loads[lightest] += count
-    parts: list[list[Delivery]] = [[] for _ in range(used)]
-    for delivery in batch:
-        parts[lane_of[delivery.client_id]].append(delivery)
-    return [[part[i : i + size] for i in range(0, len(part), size)] for part in parts]
-
-
-def _count_of(item: tuple[str, int]) -> int:
-    return item[1]

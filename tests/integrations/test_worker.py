@@ -13,7 +13,7 @@ from mqttq.integrations.memory import MemoryBacklog, MemoryDeadLetters
 from mqttq.integrations.record import Delivery
 from mqttq.integrations.sinks.http import HttpSink, HttpSinkSettings
 from mqttq.integrations.spec import DeliverySettings
-from mqttq.integrations.worker import Backoff, IntegrationWorker, split_lanes
+from mqttq.integrations.worker import Backoff, IntegrationWorker
 from tests.integrations.http_receivers import Receiver
 
 
@@ -281,25 +281,3 @@ def test_one_connection_means_one_lane() -> None:
     backlog = MemoryBacklog()
     worker = worker_for("http://127.0.0.1:9/x", backlog, MemoryDeadLetters(), max_connections=1)
     assert worker.lanes == 1
-
-
-def test_split_lanes_keeps_each_publisher_whole_and_in_order() -> None:
-    batch = [
-        Delivery(topic="t", payload=b"", client_id=publisher, seq=seq)
-        for seq, publisher in enumerate("aaaaaabbbcd" * 2)
-    ]
-    lanes = split_lanes(batch, 4, 5)
-    assert len(lanes) == 4
-    seen: dict[str, list[int]] = {}
-    for lane in lanes:
-        publishers = {d.client_id for part in lane for d in part}
-        for part in lane:
-            assert 0 < len(part) <= 5
-        for publisher in publishers:
-            assert publisher not in seen  # one lane per publisher
-            seen[publisher] = [d.seq for part in lane for d in part if d.client_id == publisher]
-    for publisher, seqs in seen.items():
-        assert seqs == [d.seq for d in batch if d.client_id == publisher]
-    assert sorted(len([d for part in lane for d in part]) for lane in lanes) == [2, 2, 6, 12]
-    # No more lanes than batches of `size` the whole needs.
-    assert len(split_lanes(batch[:8], 4, 5)) == 2
