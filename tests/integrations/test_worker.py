@@ -224,16 +224,29 @@ def test_a_failing_lane_settles_nothing_and_each_publishers_order_holds() -> Non
                 lambda: worker.stats.failed >= 3 and len(arrived_by_publisher(receiver)) == 1
             )
             assert arrived_by_publisher(receiver) == {"a": list(range(20))}
+            # Lane "a" goes on with what comes after, without waiting for lane "b".
+            later = [
+                Delivery(
+                    topic="sensors/a",
+                    payload=json.dumps({"n": n}).encode(),
+                    client_id="a",
+                    seq=20 + n,
+                )
+                for n in range(20, 25)
+            ]
+            for delivery in later:
+                backlog.add(delivery)
+            await wait_until(lambda: len(arrived_by_publisher(receiver)["a"]) == 25)
             assert backlog.settled == []  # nothing past the failure is settled
             assert worker.stats.delivered == 0
             assert worker.state == "retrying"
             b_down = False
-            await wait_until(lambda: len(backlog.settled) == 40)
+            await wait_until(lambda: len(backlog.settled) == 45)
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        assert arrived_by_publisher(receiver) == {"a": list(range(20)), "b": list(range(20))}
-        assert backlog.settled == two_publishers(20)
-        assert (worker.stats.delivered, worker.stats.dead_lettered) == (40, 0)
+        assert arrived_by_publisher(receiver) == {"a": list(range(25)), "b": list(range(20))}
+        assert backlog.settled == two_publishers(20) + later
+        assert (worker.stats.delivered, worker.stats.dead_lettered) == (45, 0)
         assert worker.stats.retried >= 10  # b's first batch at least once more
         assert dead.letters == []
 
