@@ -15,13 +15,14 @@ and the log cuts the file there when it opens it.
 
 from __future__ import annotations
 
+import math
 import struct
 import zlib
 from typing import Final
 
 from mqttq.errors import StorageError
 from mqttq.model import Message
-from mqttq.storage.formats.kafka_record import pack_fields_raw, unpack_fields
+from mqttq.storage.formats.kafka_record import VERSION, pack_fields_raw, unpack_fields
 
 __all__ = ["HEADER_SIZE", "append_record", "decode_body", "encode_record", "record_size", "scan"]
 
@@ -100,3 +101,47 @@ def record_size(data: bytes | memoryview) -> int | None:
         return None
     length, _ = _HEAD.unpack_from(data)
     return None if length > MAX_BODY else HEADER_SIZE + length
+
+
+_PLAIN: Final = struct.Struct(">IHBBBddH")
+"""A body's lead: fields length, publisher length, then the fields' version, qos, retain,
+created, expires (NaN: none) and tenant length."""
+
+PlainRecord = tuple[str, bytes, int, bool, float, float | None, str]
+"""(topic, payload, qos, retain, created, expires, publisher) of a record."""
+
+
+def decode_plain(body: bytes | memoryview) -> PlainRecord | None:
+    """The fields of a record without MQTT 5 properties (most records), read straight from
+    its bytes: no `Message`, no `Properties`. None for a record with properties, or one
+    that is not whole: `decode_body` reads the first and says what is wrong with the other."""
+    raw = bytes(body)
+    size = len(raw)
+    if size < _PLAIN.size:
+        return None
+    fields_length, publisher_length, version, qos, retain, created, expires, tenant_length = (
+        _PLAIN.unpack_from(raw)
+    )
+    if version != VERSION or qos > 2 or retain > 1:
+        return None
+    topic_at = _PLAIN.size + tenant_length + 2
+    publisher_at = _BODY.size + fields_length
+    payload_at = publisher_at + publisher_length
+    if topic_at > size or payload_at > size:
+        return None
+    if topic_at + (raw[topic_at - 2] << 8 | raw[topic_at - 1]) != publisher_at:
+        return None  # properties after the topic (or a length that does not add up)
+    try:
+        topic = raw[topic_at:publisher_at].decode()
+        publisher = raw[publisher_at:payload_at].decode()
+    except UnicodeDecodeError:
+        return None
+    return (
+        topic,
+        raw[payload_at:],
+        qos,
+        retain == 1,
+        created,
+        None if math.isnan(expires) else expires,
+        publisher,
+    )

@@ -250,9 +250,9 @@ def delivery_of(message: Message, tenant: str, seq: int, now: float) -> Delivery
         props.correlation_data,
         None if expiry is None else max(1, expiry),
         seq,
-        _NO_EXTRA,
+        NO_EXTRA,
     )
 
 
-_NO_EXTRA: Final[Mapping[str, str]] = MappingProxyType({})
+NO_EXTRA: Final[Mapping[str, str]] = MappingProxyType({})
 """The `extra` of a message's delivery: none, shared."""
