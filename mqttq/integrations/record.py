@@ -159,14 +159,7 @@ def envelope_text(delivery: Delivery, *, payload_encoding: str = "auto") -> str:
     without building its dict: a third of the cost, once per delivered message; the quoted
     topic and the publisher's fields are remembered (a few thousand of each) rather than
     quoted again for every message."""
-    if (
-        delivery.user_properties
-        or delivery.content_type is not None
-        or delivery.response_topic is not None
-        or delivery.correlation_data is not None
-        or delivery.message_expiry_interval is not None
-        or delivery.extra
-    ):
+    if _has_properties(delivery):
         return _COMPACT(envelope(delivery, payload_encoding=payload_encoding))
     payload = delivery.payload
     text: str | None = None
@@ -177,26 +170,51 @@ def envelope_text(delivery: Delivery, *, payload_encoding: str = "auto") -> str:
             text = None
     topic = _TOPICS.get(delivery.topic)
     if topic is None:
-        if len(_TOPICS) >= _CACHED:
-            _TOPICS.clear()
-        topic = _TOPICS[delivery.topic] = '{"topic":' + _quote(delivery.topic)
+        topic = _topic_head(delivery.topic)
     if text is not None:
         head = topic + ',"payload":' + _quote(text)
     else:
         encoded = binascii.b2a_base64(payload, newline=False).decode("ascii")
         head = topic + ',"payload":"' + encoded + '","payload_encoding":"base64"'
-    key = (delivery.client_id, delivery.tenant, delivery.qos, delivery.retain)
-    tail = _TAILS.get(key)
+    tail = _TAILS.get((delivery.client_id, delivery.tenant, delivery.qos, delivery.retain))
     if tail is None:
-        if len(_TAILS) >= _CACHED:
-            _TAILS.clear()
-        retain = "true" if delivery.retain else "false"
-        tail = _TAILS[key] = (
-            f',"qos":{delivery.qos},"retain":{retain},'
-            f'"client_id":{_quote(delivery.client_id)},"tenant":{_quote(delivery.tenant)},'
-            '"timestamp":'
-        )
+        tail = _tail(delivery)
     return head + tail + str(delivery.timestamp_ms) + "}"
+
+
+def _has_properties(delivery: Delivery) -> bool:
+    """Whether `delivery`'s envelope has more than the template's fields."""
+    return bool(
+        delivery.user_properties
+        or delivery.content_type is not None
+        or delivery.response_topic is not None
+        or delivery.correlation_data is not None
+        or delivery.message_expiry_interval is not None
+        or delivery.extra
+    )
+
+
+def _topic_head(topic: str) -> str:
+    """The envelope's start up to its quoted topic, remembered in `_TOPICS`."""
+    if len(_TOPICS) >= _CACHED:
+        _TOPICS.clear()
+    head = _TOPICS[topic] = '{"topic":' + _quote(topic)
+    return head
+
+
+def _tail(delivery: Delivery) -> str:
+    """The envelope's fields after the payload up to the timestamp's value, remembered in
+    `_TAILS`."""
+    if len(_TAILS) >= _CACHED:
+        _TAILS.clear()
+    retain = "true" if delivery.retain else "false"
+    key = (delivery.client_id, delivery.tenant, delivery.qos, delivery.retain)
+    tail = _TAILS[key] = (
+        f',"qos":{delivery.qos},"retain":{retain},'
+        f'"client_id":{_quote(delivery.client_id)},"tenant":{_quote(delivery.tenant)},'
+        '"timestamp":'
+    )
+    return tail
 
 
 _CACHED: Final = 4096
@@ -209,9 +227,47 @@ timestamp's value: the same for every message of a publisher at one QoS."""
 
 
 def envelopes_json(batch: Sequence[Delivery], *, payload_encoding: str = "auto") -> bytes:
-    """The envelopes of `batch` as one JSON array, UTF-8 (an HTTP body of `body = "array"`)."""
-    texts = [envelope_text(d, payload_encoding=payload_encoding) for d in batch]
-    return ("[" + ",".join(texts) + "]").encode("utf-8")
+    """The envelopes of `batch` as one JSON array, UTF-8 (an HTTP body of `body = "array"`):
+    the characters `envelope_text` writes for each, joined once. `envelope_text`'s template
+    is written out in the loop (a call less per message: a quarter of the batch's cost)."""
+    parts: list[str] = []
+    auto = payload_encoding == "auto"
+    topics = _TOPICS
+    tails = _TAILS
+    for delivery in batch:
+        if (  # `_has_properties`, written out
+            delivery.user_properties
+            or delivery.content_type is not None
+            or delivery.response_topic is not None
+            or delivery.correlation_data is not None
+            or delivery.message_expiry_interval is not None
+            or delivery.extra
+        ):
+            parts += (_COMPACT(envelope(delivery, payload_encoding=payload_encoding)), ",")
+            continue
+        topic = topics.get(delivery.topic)
+        if topic is None:
+            topic = _topic_head(delivery.topic)
+        tail = tails.get((delivery.client_id, delivery.tenant, delivery.qos, delivery.retain))
+        if tail is None:
+            tail = _tail(delivery)
+        payload = delivery.payload
+        text: str | None = None
+        if auto:
+            try:
+                text = payload.decode("utf-8")
+            except UnicodeDecodeError:
+                text = None
+        if text is not None:
+            parts += (topic, ',"payload":', _quote(text), tail, str(delivery.timestamp_ms), "},")
+        else:
+            encoded = binascii.b2a_base64(payload, newline=False).decode("ascii")
+            parts += (topic, ',"payload":"', encoded, '","payload_encoding":"base64"', tail)
+            parts += (str(delivery.timestamp_ms), "},")
+    if not parts:
+        return b"[]"
+    parts[-1] = parts[-1][:-1]  # the last envelope's comma
+    return ("[" + "".join(parts) + "]").encode("utf-8")
 
 
 def payload_from_envelope(body: Mapping[str, Any]) -> bytes:

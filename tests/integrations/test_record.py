@@ -76,6 +76,25 @@ def test_any_message_without_properties_is_written_as_json_would(  # noqa: PLR09
     assert envelope_text(delivery) == reference(delivery)
 
 
+@given(
+    st.lists(
+        st.builds(
+            Delivery,
+            topic=st.text(min_size=1, max_size=8),
+            payload=st.binary(max_size=8) | st.text(max_size=8).map(str.encode),
+            client_id=st.sampled_from(["a", "b", 'c"\\']),
+            content_type=st.none() | st.just("text/plain"),
+            timestamp_ms=st.integers(0, 2**53),
+        ),
+        max_size=6,
+    ),
+    st.sampled_from(["auto", "base64"]),
+)
+def test_any_batch_is_the_array_of_its_envelopes(batch: list[Delivery], encoding: str) -> None:
+    expected = "[" + ",".join(reference(d, encoding) for d in batch) + "]"
+    assert envelopes_json(batch, payload_encoding=encoding) == expected.encode()
+
+
 def test_remembered_topics_and_publishers_never_mix_up_messages() -> None:
     """The quoted topic and the publisher's fields are remembered between messages: more
     topics and publishers than the memory holds, seen twice, each message exactly as `json`
