@@ -398,7 +398,7 @@ class IntegrationLog:
 
     def read_bodies(
         self, position: int, limit: int, *, most: int = -1
-    ) -> tuple[list[tuple[int, int, memoryview]], int]:
+    ) -> tuple[list[tuple[int, int, bytes]], int]:
         """`read`'s records as `(start, end, body)`, their bodies not decoded (a reader that
         decodes them itself: `log_records.decode_plain`)."""
         durable = self.durable

@@ -112,21 +112,17 @@ class _Lanes:
                 self._queue(lanes[0], taken, list(taken.batch))
                 return
         lane_of = self.lane_of
-        parts: dict[int, list[Delivery]] = {}
-        loads = [lane.queued for lane in lanes]
+        parts: list[list[Delivery]] = [[] for _ in lanes]
         for delivery in taken.batch:
             publisher = delivery.client_id
             index = lane_of.get(publisher)
             if index is None:
+                loads = [lane.queued + len(part) for lane, part in zip(lanes, parts, strict=True)]
                 index = lane_of[publisher] = loads.index(min(loads))
-            loads[index] += 1
-            part = parts.get(index)
-            if part is None:
-                parts[index] = [delivery]
-            else:
-                part.append(delivery)
-        for index, part in parts.items():
-            self._queue(lanes[index], taken, part)
+            parts[index].append(delivery)
+        for lane, part in zip(lanes, parts, strict=True):
+            if part:
+                self._queue(lane, taken, part)
 
     @staticmethod
     def _queue(lane: _Lane, taken: _Taken, part: list[Delivery]) -> None:

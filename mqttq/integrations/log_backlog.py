@@ -25,7 +25,7 @@ __all__ = ["LogBacklog"]
 
 log = logging.getLogger(__name__)
 
-_Taken = tuple[int, int, Message | memoryview]
+_Taken = tuple[int, int, Message | bytes]
 """A record taken: (start, end, its message from memory or its body read from the file)."""
 
 

@@ -72,21 +72,21 @@ def decode_body(body: bytes | memoryview) -> tuple[str, Message]:
 
 def scan(
     data: bytes | memoryview, base: int = 0, most: int = -1
-) -> tuple[list[tuple[int, int, memoryview]], int]:
+) -> tuple[list[tuple[int, int, bytes]], int]:
     """The whole records at the start of `data` (at most `most` of them when it is not
     negative) as `(start, end, body)` with positions offset by `base`, and where they end
     (`base` + the bytes they cover): a record cut short, or whose CRC does not match, ends
-    the scan."""
-    view = memoryview(data)
-    size = len(view)
-    records: list[tuple[int, int, memoryview]] = []
+    the scan. Each body is its own `bytes` (the one copy its CRC and its decoding read)."""
+    raw = data if isinstance(data, bytes) else bytes(data)
+    size = len(raw)
+    records: list[tuple[int, int, bytes]] = []
     at = 0
     while at + HEADER_SIZE <= size and len(records) != most:
-        length, crc = _HEAD.unpack_from(view, at)
+        length, crc = _HEAD.unpack_from(raw, at)
         end = at + HEADER_SIZE + length
         if length > MAX_BODY or end > size:
             break
-        body = view[at + HEADER_SIZE : end]
+        body = raw[at + HEADER_SIZE : end]
         if zlib.crc32(body) != crc:
             break
         records.append((base + at, base + end, body))
@@ -115,7 +115,7 @@ def decode_plain(body: bytes | memoryview) -> PlainRecord | None:
     """The fields of a record without MQTT 5 properties (most records), read straight from
     its bytes: no `Message`, no `Properties`. None for a record with properties, or one
     that is not whole: `decode_body` reads the first and says what is wrong with the other."""
-    raw = bytes(body)
+    raw = body if isinstance(body, bytes) else bytes(body)
     size = len(raw)
     if size < _PLAIN.size:
         return None

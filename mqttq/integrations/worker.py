@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import operator
 import random
 import time
 from collections import deque
@@ -25,6 +26,8 @@ from mqttq.integrations.sink import Rejected, Sink, SinkRejected, SinkUnavailabl
 from mqttq.integrations.spec import DeliverySettings
 
 log = logging.getLogger(__name__)
+
+_timestamp_ms: Final = operator.attrgetter("timestamp_ms")
 
 LATENCY_BUCKETS_S: Final = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 300.0)
 """Upper bounds of the delivery latency histogram (accepted at - accepted by the broker)."""
@@ -338,7 +341,7 @@ class IntegrationWorker:
         self.stats.delivered += accepted
         if accepted:
             now_ms = self._clock() * 1000
-            oldest = min(delivery.timestamp_ms for delivery in batch)
+            oldest = min(map(_timestamp_ms, batch))
             self.stats.observe_latency(max(0.0, (now_ms - oldest) / 1000), accepted)
         await self.backlog.settle(batch)
 
