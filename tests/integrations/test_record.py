@@ -30,6 +30,10 @@ CASES = [
     Delivery("t/\u00e9/\u2028", bytes(range(62)), 0, True, 'c"l\\i', "ten\nant", 17),
     Delivery("t", '{"a": "\u00fc\u0000\x1f"}'.encode(), 2, False, "", "default", 1764277200123),
     Delivery("t", b"\xff\xfe"),
+    Delivery("t", "a \ufffd kept".encode()),  # U+FFFD of the payload's own: text
+    Delivery("t", "\ufffd".encode() + b"\xff"),  # and one beside bytes that are not UTF-8
+    Delivery("t", b"\xed\xa0\x80"),  # an encoded surrogate: not UTF-8
+    Delivery("t", b"mq\x00\x00\x00\x00\x03\x18\xec\x22\x1d.xX\xee\x00"),  # a bench header
     Delivery("t", b""),
     Delivery("t", b"x", user_properties=(("k", "v"),), content_type="text/plain"),
     Delivery("t", b"x", correlation_data=b"\x00\x01", message_expiry_interval=30),
