@@ -78,10 +78,13 @@ class _Lanes:
         self.settling = asyncio.Lock()
 
     async def run(self) -> None:
-        async with asyncio.TaskGroup() as tasks:
-            for lane in self.lanes:
-                tasks.create_task(self._send(lane))
-            tasks.create_task(self._take())
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                for lane in self.lanes:
+                    tasks.create_task(self._send(lane))
+                tasks.create_task(self._take())
+        except BaseExceptionGroup as group:  # the others were cancelled: the first failure
+            raise group.exceptions[0] from None
 
     async def _take(self) -> None:
         worker = self.worker

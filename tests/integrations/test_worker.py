@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 
 from mqttq.integrations.memory import MemoryBacklog, MemoryDeadLetters
 from mqttq.integrations.record import Delivery
+from mqttq.integrations.sink import Rejected
 from mqttq.integrations.sinks.http import HttpSink, HttpSinkSettings
 from mqttq.integrations.spec import DeliverySettings
 from mqttq.integrations.worker import Backoff, IntegrationWorker
@@ -294,3 +296,20 @@ def test_one_connection_means_one_lane() -> None:
     backlog = MemoryBacklog()
     worker = worker_for("http://127.0.0.1:9/x", backlog, MemoryDeadLetters(), max_connections=1)
     assert worker.lanes == 1
+
+
+def test_a_dead_letter_place_that_fails_ends_a_run_in_lanes_with_its_error() -> None:
+    class Broken(MemoryDeadLetters):
+        async def put(self, integration: str, rejected: Sequence[Rejected]) -> None:
+            raise OSError("dead letters unavailable")
+
+    async def scenario() -> None:
+        async with Receiver(default=400) as receiver:
+            backlog = MemoryBacklog(two_publishers(20))
+            worker = worker_for(receiver.url(), backlog, Broken(), body="array")
+            with pytest.raises(OSError, match="dead letters unavailable"):
+                await asyncio.wait_for(worker.run(), 10)
+        assert backlog.settled == []
+        assert worker.state == "stopped"
+
+    asyncio.run(scenario())
