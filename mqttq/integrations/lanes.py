@@ -109,12 +109,14 @@ class _Lanes:
         self.unsettled.append(taken)
         self.in_flight += len(taken.batch)
         lanes = self.lanes
+        lane_of = self.lane_of
         if not any(lane.queued for lane in lanes):
-            self.lane_of.clear()
+            lane_of.clear()
             if len(taken.batch) <= self.size:  # one send: no need to split it
+                for delivery in taken.batch:  # its publishers stay in lane 0 while it holds them
+                    lane_of[delivery.client_id] = 0
                 self._queue(lanes[0], taken, list(taken.batch))
                 return
-        lane_of = self.lane_of
         parts: list[list[Delivery]] = [[] for _ in lanes]
         for delivery in taken.batch:
             publisher = delivery.client_id

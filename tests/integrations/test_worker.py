@@ -313,3 +313,25 @@ def test_a_dead_letter_place_that_fails_ends_a_run_in_lanes_with_its_error() -> 
         assert worker.state == "stopped"
 
     asyncio.run(scenario())
+
+
+def test_a_publisher_sent_in_one_batch_stays_in_its_lane_while_that_is_busy() -> None:
+    async def scenario() -> None:
+        async with Receiver(hold=True) as receiver:
+            backlog = MemoryBacklog(deliveries(5))  # fits one batch: sent as one, lane 0
+            worker = worker_for(receiver.url(), backlog, MemoryDeadLetters(), body="array")
+            task = asyncio.create_task(worker.run())
+            await wait_until(lambda: receiver._in_flight == 1)
+            for delivery in deliveries(5, start=6):  # taken while lane 0 waits for its answer
+                backlog.add(delivery)
+            await wait_until(lambda: not backlog.waiting)
+            await asyncio.sleep(0.2)  # a second lane would have sent them by now
+            assert receiver._in_flight == 1
+            receiver.release()
+            await wait_until(lambda: len(backlog.settled) == 10)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        assert receiver.max_in_flight == 1
+        assert received_numbers(receiver) == list(range(1, 11))
+
+    asyncio.run(scenario())
