@@ -75,6 +75,8 @@ class _Lanes:
         self.in_flight = 0
         """Deliveries taken and not settled."""
         self.room_freed = asyncio.Event()
+        self.idle = asyncio.Event()
+        """Set when no lane holds anything (sent and not accepted, or queued)."""
         self.settling = asyncio.Lock()
 
     async def run(self) -> None:
@@ -98,16 +100,25 @@ class _Lanes:
             while self.room - self.in_flight < size:
                 self.room_freed.clear()
                 await self.room_freed.wait()
-            taken = await worker.backlog.take(min(most, self.room - self.in_flight), linger)
+            batch = await worker.backlog.take(min(most, self.room - self.in_flight), linger)
             await worker._running.wait()  # paused while waiting: what was taken waits too
-            if taken:
-                self._share(_Taken(taken, len(taken)))
+            if not batch:
+                continue
+            taken = _Taken(batch, len(batch))
+            self.unsettled.append(taken)
+            self.in_flight += len(batch)
+            if len(batch) <= size:
+                # One send's worth: the worker keeps up. It goes alone once the sends out
+                # were accepted, so that a worker keeping up sends in the backlog's order.
+                while any(lane.queued for lane in self.lanes):
+                    self.idle.clear()
+                    await self.idle.wait()
+            self._share(taken)
 
     def _share(self, taken: _Taken) -> None:
         """Queue `taken`'s deliveries on the lanes of their publishers (a publisher new to
-        the lanes goes to the one with the fewest queued)."""
-        self.unsettled.append(taken)
-        self.in_flight += len(taken.batch)
+        the lanes goes to the one with the fewest queued); when every lane is empty and it
+        fits one send, all of it on the first lane."""
         lanes = self.lanes
         lane_of = self.lane_of
         if not any(lane.queued for lane in lanes):
@@ -149,6 +160,8 @@ class _Lanes:
             for taken, part in runs:
                 taken.waiting -= len(part)
             lane.queued -= len(batch)
+            if not any(other.queued for other in self.lanes):
+                self.idle.set()
             await self._settle()
 
     def _next_batch(self, lane: _Lane) -> tuple[list[_Run], list[Delivery]]:

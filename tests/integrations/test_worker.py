@@ -226,7 +226,8 @@ def test_a_failing_lane_settles_nothing_and_each_publishers_order_holds() -> Non
                 lambda: worker.stats.failed >= 3 and len(arrived_by_publisher(receiver)) == 1
             )
             assert arrived_by_publisher(receiver) == {"a": list(range(20))}
-            # Lane "a" goes on with what comes after, without waiting for lane "b".
+            # Lane "a" goes on with what comes after (more than a batch: the worker is
+            # behind), without waiting for lane "b".
             later = [
                 Delivery(
                     topic="sensors/a",
@@ -234,21 +235,21 @@ def test_a_failing_lane_settles_nothing_and_each_publishers_order_holds() -> Non
                     client_id="a",
                     seq=20 + n,
                 )
-                for n in range(20, 25)
+                for n in range(20, 35)
             ]
             for delivery in later:
                 backlog.add(delivery)
-            await wait_until(lambda: len(arrived_by_publisher(receiver)["a"]) == 25)
+            await wait_until(lambda: len(arrived_by_publisher(receiver)["a"]) == 35)
             assert backlog.settled == []  # nothing past the failure is settled
             assert worker.stats.delivered == 0
             assert worker.state == "retrying"
             b_down = False
-            await wait_until(lambda: len(backlog.settled) == 45)
+            await wait_until(lambda: len(backlog.settled) == 55)
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
-        assert arrived_by_publisher(receiver) == {"a": list(range(25)), "b": list(range(20))}
+        assert arrived_by_publisher(receiver) == {"a": list(range(35)), "b": list(range(20))}
         assert backlog.settled == two_publishers(20) + later
-        assert (worker.stats.delivered, worker.stats.dead_lettered) == (45, 0)
+        assert (worker.stats.delivered, worker.stats.dead_lettered) == (55, 0)
         assert worker.stats.retried >= 10  # b's first batch at least once more
         assert dead.letters == []
 
@@ -333,5 +334,34 @@ def test_a_publisher_sent_in_one_batch_stays_in_its_lane_while_that_is_busy() ->
             await asyncio.gather(task, return_exceptions=True)
         assert receiver.max_in_flight == 1
         assert received_numbers(receiver) == list(range(1, 11))
+
+    asyncio.run(scenario())
+
+
+def test_a_worker_keeping_up_sends_in_the_backlogs_order_across_publishers() -> None:
+    async def scenario() -> None:
+        async with Receiver(hold=True) as receiver:
+            backlog = MemoryBacklog(two_publishers(2))  # a, b, a, b: one batch, lane 0
+            worker = worker_for(receiver.url(), backlog, MemoryDeadLetters(), body="array")
+            task = asyncio.create_task(worker.run())
+            await wait_until(lambda: receiver._in_flight == 1)
+            later = [
+                Delivery(topic="sensors/c", payload=b'{"n": 0}', client_id="c", seq=10 + n)
+                for n in range(3)
+            ]
+            for delivery in later:  # a new publisher, one batch: it waits for the first
+                backlog.add(delivery)
+            await wait_until(lambda: not backlog.waiting)
+            await asyncio.sleep(0.2)  # another lane would have sent it by now
+            assert receiver._in_flight == 1
+            receiver.release()
+            await wait_until(lambda: len(backlog.settled) == 7)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        assert receiver.max_in_flight == 1
+        assert [[item["client_id"] for item in r.json()] for r in receiver.received] == [
+            ["a", "b", "a", "b"],
+            ["c", "c", "c"],
+        ]
 
     asyncio.run(scenario())
