@@ -82,7 +82,9 @@ def scan(
     records: list[tuple[int, int, bytes]] = []
     at = 0
     while at + HEADER_SIZE <= size and len(records) != most:
-        length, crc = _HEAD.unpack_from(raw, at)
+        # `_HEAD`, read byte by byte: native arithmetic once compiled, not a struct call.
+        length = raw[at] << 24 | raw[at + 1] << 16 | raw[at + 2] << 8 | raw[at + 3]
+        crc = raw[at + 4] << 24 | raw[at + 5] << 16 | raw[at + 6] << 8 | raw[at + 7]
         end = at + HEADER_SIZE + length
         if length > MAX_BODY or end > size:
             break
@@ -107,6 +109,13 @@ _PLAIN: Final = struct.Struct(">IHBBBddH")
 """A body's lead: fields length, publisher length, then the fields' version, qos, retain,
 created, expires (NaN: none) and tenant length."""
 
+_DOUBLE: Final = struct.Struct(">d")
+_CREATED_AT: Final = 9
+"""Where `created` starts in a body (after the lengths, version, qos and retain)."""
+_EXPIRES_AT: Final = 17
+_NO_EXPIRY: Final = struct.pack(">d", math.nan)
+"""The expiry a record without one holds (the NaN `pack_fields_raw` writes)."""
+
 PlainRecord = tuple[str, bytes, int, bool, float, float | None, str]
 """(topic, payload, qos, retain, created, expires, publisher) of a record."""
 
@@ -119,11 +128,20 @@ def decode_plain(body: bytes | memoryview) -> PlainRecord | None:
     size = len(raw)
     if size < _PLAIN.size:
         return None
-    fields_length, publisher_length, version, qos, retain, created, expires, tenant_length = (
-        _PLAIN.unpack_from(raw)
-    )
-    if version != VERSION or qos > 2 or retain > 1:
+    # `_PLAIN`, read byte by byte but for `created`: native arithmetic once compiled.
+    fields_length = raw[0] << 24 | raw[1] << 16 | raw[2] << 8 | raw[3]
+    publisher_length = raw[4] << 8 | raw[5]
+    qos = raw[7]
+    retain = raw[8]
+    if raw[6] != VERSION or qos > 2 or retain > 1:
         return None
+    (created,) = _DOUBLE.unpack_from(raw, _CREATED_AT)
+    expires: float | None = None
+    if raw[_EXPIRES_AT : _EXPIRES_AT + 8] != _NO_EXPIRY:
+        (expires,) = _DOUBLE.unpack_from(raw, _EXPIRES_AT)
+        if math.isnan(expires):
+            expires = None
+    tenant_length = raw[_PLAIN.size - 2] << 8 | raw[_PLAIN.size - 1]
     topic_at = _PLAIN.size + tenant_length + 2
     publisher_at = _BODY.size + fields_length
     payload_at = publisher_at + publisher_length
@@ -136,12 +154,4 @@ def decode_plain(body: bytes | memoryview) -> PlainRecord | None:
         publisher = raw[publisher_at:payload_at].decode()
     except UnicodeDecodeError:
         return None
-    return (
-        topic,
-        raw[payload_at:],
-        qos,
-        retain == 1,
-        created,
-        None if math.isnan(expires) else expires,
-        publisher,
-    )
+    return (topic, raw[payload_at:], qos, retain == 1, created, expires, publisher)
