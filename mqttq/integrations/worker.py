@@ -1,10 +1,11 @@
 """The worker: takes batches from an integration's backlog and gets them into its sink.
 
-Delivery is at least once and in backlog order. A batch is settled (removed from the
-backlog for good) only after the sink accepted it or its refused deliveries went to the
-dead-letter place; while the sink is unavailable the same batch is retried after a backoff
-that doubles up to a ceiling, with full jitter, so a fleet of workers does not hammer a sink
-that comes back. Every outcome is counted (`IntegrationStats`); nothing is dropped silently.
+Delivery is at least once and in backlog order (per publisher, for a sink with lanes: see
+`mqttq.integrations.lanes`). A batch is settled (removed from the backlog for good) only
+after the sink accepted it or its refused deliveries went to the dead-letter place; while
+the sink is unavailable the same batch is retried after a backoff that doubles up to a
+ceiling, with full jitter, so a fleet of workers does not hammer a sink that comes back.
+Every outcome is counted (`IntegrationStats`); nothing is dropped silently.
 """
 
 from __future__ import annotations
