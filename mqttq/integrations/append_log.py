@@ -381,6 +381,26 @@ class IntegrationLog:
         them and at least one (at most `most` when it is not negative: only those are
         decoded), and the position after them. A damaged record skips the rest of its
         segment (counted in `dropped`)."""
+        found, after = self.read_bodies(position, limit, most=most)
+        out: list[LogRecord] = []
+        for start, end, body in found:
+            if decode:
+                try:
+                    _, message = decode_body(body)
+                except StorageError as exc:
+                    log.warning("integration log %s: record at %d: %s", self.directory, start, exc)
+                    self.dropped += 1
+                    continue
+                out.append((start, end, message))
+            else:
+                out.append((start, end, _NOTHING))
+        return out, after
+
+    def read_bodies(
+        self, position: int, limit: int, *, most: int = -1
+    ) -> tuple[list[tuple[int, int, bytes]], int]:
+        """`read`'s records as `(start, end, body)`, their bodies not decoded (a reader that
+        decodes them itself: `log_records.decode_plain`)."""
         durable = self.durable
         if position >= durable:
             return [], position
@@ -413,19 +433,7 @@ class IntegrationLog:
             self.dropped += 1
             self.records = max(0, self.records - 1)
             return [], stop
-        out: list[LogRecord] = []
-        for start, end, body in found:
-            if decode:
-                try:
-                    _, message = decode_body(body)
-                except StorageError as exc:
-                    log.warning("integration log %s: record at %d: %s", self.directory, start, exc)
-                    self.dropped += 1
-                    continue
-                out.append((start, end, message))
-            else:
-                out.append((start, end, _NOTHING))
-        return out, after
+        return found, after
 
     def commit(self, position: int, records: int) -> None:
         """The consumer delivered everything before `position` (`records` records): store

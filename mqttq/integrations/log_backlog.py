@@ -10,14 +10,23 @@ log starts at the committed position: what was taken and not settled is taken ag
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Sequence
 
-from mqttq.integrations.append_log import READ_BYTES, IntegrationLog, LogRecord
-from mqttq.integrations.record import Delivery, delivery_of
+from mqttq.errors import StorageError
+from mqttq.integrations.append_log import READ_BYTES, IntegrationLog
+from mqttq.integrations.log_records import decode_body, decode_plain
+from mqttq.integrations.record import NO_EXTRA, Delivery, delivery_of
 from mqttq.integrations.spec import IntegrationSpec
+from mqttq.model import Message
 
 __all__ = ["LogBacklog"]
+
+log = logging.getLogger(__name__)
+
+_Taken = tuple[int, int, Message | bytes]
+"""A record taken: (start, end, its message from memory or its body read from the file)."""
 
 
 class LogBacklog:
@@ -54,22 +63,24 @@ class LogBacklog:
                 log.commit(self.position, self._uncommitted)
                 self._uncommitted = 0
 
-    def _records(self, wanted: int) -> list[LogRecord]:
-        """Up to `wanted` records from `position`: from memory when it holds them, else from
-        the file (up to where memory begins)."""
+    def _records(self, wanted: int) -> list[_Taken]:
+        """Up to `wanted` records from `position`: from the file up to where memory begins,
+        then from memory (a worker catching up crosses over within one batch, without
+        waiting for a linger between the two). From the file their bodies, not decoded."""
         log = self.log
         log.forget_recent(self.position)
         recent = log.recent
-        if recent and recent[0][0] == self.position:
-            out = log.take_recent(wanted)
-            self.position = out[-1][1]
-            return out
-        out = []
+        out: list[_Taken] = []
         while len(out) < wanted and self.position < log.durable:
+            if recent and recent[0][0] == self.position:
+                taken = log.take_recent(wanted - len(out))
+                self.position = taken[-1][1]
+                out.extend(taken)
+                break
             memory_from = recent[0][0] if recent else log.durable
             if memory_from <= self.position:
-                break  # memory holds the rest: the next call takes it from there
-            records, after = log.read(self.position, READ_BYTES, most=wanted - len(out))
+                break  # not reached: memory never starts before `position` once forgotten
+            records, after = log.read_bodies(self.position, READ_BYTES, most=wanted - len(out))
             take = [r for r in records[: wanted - len(out)] if r[0] < memory_from]
             out.extend(take)
             if len(take) == len(records):
@@ -78,21 +89,89 @@ class LogBacklog:
                 self.position = take[-1][1]
         return out
 
-    def _deliveries(self, records: list[LogRecord]) -> list[Delivery]:
+    def _deliveries(self, records: list[_Taken]) -> list[Delivery]:
+        """The deliveries of `records`, but for those expired or the payload filter refuses
+        (counted). A record without MQTT 5 properties nor expiry (most) becomes its
+        `Delivery` here, as `delivery_of` would make it (a test holds the two together),
+        without a `Message` when it was read from the file."""
         now = time.time()
         keep = self.spec.payload_filter
         tenant = self.spec.tenant
         batch: list[Delivery] = []
-        for start, _end, message in records:
+        for start, _end, item in records:
+            self._uncommitted += 1
+            if isinstance(item, Message):
+                message = item
+                props = message.properties
+                if (
+                    message.expires_at is None
+                    and not props.user_properties
+                    and props.content_type is None
+                    and props.response_topic is None
+                    and props.correlation_data is None
+                ):
+                    if keep is not None and not keep.matches(message.payload):
+                        self.skipped += 1
+                        continue
+                    batch.append(
+                        Delivery(
+                            message.topic,
+                            message.payload,
+                            message.qos,
+                            message.retain,
+                            message.publisher_id,
+                            tenant,
+                            int(message.created_at * 1000),
+                            (),
+                            None,
+                            None,
+                            None,
+                            None,
+                            start,
+                            NO_EXTRA,
+                        )
+                    )
+                    continue
+            else:
+                plain = decode_plain(item)
+                if plain is not None and plain[5] is None:
+                    topic, payload, qos, retain, created, _, publisher = plain
+                    if keep is not None and not keep.matches(payload):
+                        self.skipped += 1
+                        continue
+                    batch.append(
+                        Delivery(
+                            topic,
+                            payload,
+                            qos,
+                            retain,
+                            publisher,
+                            tenant,
+                            int(created * 1000),
+                            (),
+                            None,
+                            None,
+                            None,
+                            None,
+                            start,
+                            NO_EXTRA,
+                        )
+                    )
+                    continue
+                try:
+                    _, message = decode_body(item)
+                except StorageError as exc:
+                    log.warning(
+                        "integration log %s: record at %d: %s", self.log.directory, start, exc
+                    )
+                    self.log.dropped += 1
+                    continue
             if message.expires_at is not None and message.is_expired(now):
                 self.log.dropped += 1  # [MQTT-3.3.2-5]: never delivered once expired
-                self._uncommitted += 1
                 continue
             if keep is not None and not keep.matches(message.payload):
                 self.skipped += 1
-                self._uncommitted += 1
                 continue
-            self._uncommitted += 1
             batch.append(delivery_of(message, tenant, start, now))
         return batch
 

@@ -15,13 +15,14 @@ and the log cuts the file there when it opens it.
 
 from __future__ import annotations
 
+import math
 import struct
 import zlib
 from typing import Final
 
 from mqttq.errors import StorageError
 from mqttq.model import Message
-from mqttq.storage.formats.kafka_record import pack_fields_raw, unpack_fields
+from mqttq.storage.formats.kafka_record import VERSION, pack_fields_raw, unpack_fields
 
 __all__ = ["HEADER_SIZE", "append_record", "decode_body", "encode_record", "record_size", "scan"]
 
@@ -71,21 +72,23 @@ def decode_body(body: bytes | memoryview) -> tuple[str, Message]:
 
 def scan(
     data: bytes | memoryview, base: int = 0, most: int = -1
-) -> tuple[list[tuple[int, int, memoryview]], int]:
+) -> tuple[list[tuple[int, int, bytes]], int]:
     """The whole records at the start of `data` (at most `most` of them when it is not
     negative) as `(start, end, body)` with positions offset by `base`, and where they end
     (`base` + the bytes they cover): a record cut short, or whose CRC does not match, ends
-    the scan."""
-    view = memoryview(data)
-    size = len(view)
-    records: list[tuple[int, int, memoryview]] = []
+    the scan. Each body is its own `bytes` (the one copy its CRC and its decoding read)."""
+    raw = data if isinstance(data, bytes) else bytes(data)
+    size = len(raw)
+    records: list[tuple[int, int, bytes]] = []
     at = 0
     while at + HEADER_SIZE <= size and len(records) != most:
-        length, crc = _HEAD.unpack_from(view, at)
+        # `_HEAD`, read byte by byte: native arithmetic once compiled, not a struct call.
+        length = raw[at] << 24 | raw[at + 1] << 16 | raw[at + 2] << 8 | raw[at + 3]
+        crc = raw[at + 4] << 24 | raw[at + 5] << 16 | raw[at + 6] << 8 | raw[at + 7]
         end = at + HEADER_SIZE + length
         if length > MAX_BODY or end > size:
             break
-        body = view[at + HEADER_SIZE : end]
+        body = raw[at + HEADER_SIZE : end]
         if zlib.crc32(body) != crc:
             break
         records.append((base + at, base + end, body))
@@ -100,3 +103,55 @@ def record_size(data: bytes | memoryview) -> int | None:
         return None
     length, _ = _HEAD.unpack_from(data)
     return None if length > MAX_BODY else HEADER_SIZE + length
+
+
+_PLAIN: Final = struct.Struct(">IHBBBddH")
+"""A body's lead: fields length, publisher length, then the fields' version, qos, retain,
+created, expires (NaN: none) and tenant length."""
+
+_DOUBLE: Final = struct.Struct(">d")
+_CREATED_AT: Final = 9
+"""Where `created` starts in a body (after the lengths, version, qos and retain)."""
+_EXPIRES_AT: Final = 17
+_NO_EXPIRY: Final = struct.pack(">d", math.nan)
+"""The expiry a record without one holds (the NaN `pack_fields_raw` writes)."""
+
+PlainRecord = tuple[str, bytes, int, bool, float, float | None, str]
+"""(topic, payload, qos, retain, created, expires, publisher) of a record."""
+
+
+def decode_plain(body: bytes | memoryview) -> PlainRecord | None:
+    """The fields of a record without MQTT 5 properties (most records), read straight from
+    its bytes: no `Message`, no `Properties`. None for a record with properties, or one
+    that is not whole: `decode_body` reads the first and says what is wrong with the other."""
+    raw = body if isinstance(body, bytes) else bytes(body)
+    size = len(raw)
+    if size < _PLAIN.size:
+        return None
+    # `_PLAIN`, read byte by byte but for `created`: native arithmetic once compiled.
+    fields_length = raw[0] << 24 | raw[1] << 16 | raw[2] << 8 | raw[3]
+    publisher_length = raw[4] << 8 | raw[5]
+    qos = raw[7]
+    retain = raw[8]
+    if raw[6] != VERSION or qos > 2 or retain > 1:
+        return None
+    (created,) = _DOUBLE.unpack_from(raw, _CREATED_AT)
+    expires: float | None = None
+    if raw[_EXPIRES_AT : _EXPIRES_AT + 8] != _NO_EXPIRY:
+        (expires,) = _DOUBLE.unpack_from(raw, _EXPIRES_AT)
+        if math.isnan(expires):
+            expires = None
+    tenant_length = raw[_PLAIN.size - 2] << 8 | raw[_PLAIN.size - 1]
+    topic_at = _PLAIN.size + tenant_length + 2
+    publisher_at = _BODY.size + fields_length
+    payload_at = publisher_at + publisher_length
+    if topic_at > size or payload_at > size:
+        return None
+    if topic_at + (raw[topic_at - 2] << 8 | raw[topic_at - 1]) != publisher_at:
+        return None  # properties after the topic (or a length that does not add up)
+    try:
+        topic = raw[topic_at:publisher_at].decode()
+        publisher = raw[publisher_at:payload_at].decode()
+    except UnicodeDecodeError:
+        return None
+    return (topic, raw[payload_at:], qos, retain == 1, created, expires, publisher)

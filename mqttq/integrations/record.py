@@ -159,44 +159,71 @@ def envelope_text(delivery: Delivery, *, payload_encoding: str = "auto") -> str:
     without building its dict: a third of the cost, once per delivered message; the quoted
     topic and the publisher's fields are remembered (a few thousand of each) rather than
     quoted again for every message."""
-    if (
+    if _has_properties(delivery):
+        return _COMPACT(envelope(delivery, payload_encoding=payload_encoding))
+    payload = delivery.payload
+    text = _utf8_text(payload) if payload_encoding == "auto" else None
+    topic = _TOPICS.get(delivery.topic)
+    if topic is None:
+        topic = _topic_head(delivery.topic)
+    if text is not None:
+        head = topic + ',"payload":' + _quote(text)
+    else:
+        encoded = binascii.b2a_base64(payload, newline=False).decode("ascii")
+        head = topic + ',"payload":"' + encoded + '","payload_encoding":"base64"'
+    tail = _TAILS.get((delivery.client_id, delivery.tenant, delivery.qos, delivery.retain))
+    if tail is None:
+        tail = _tail(delivery)
+    return head + tail + str(delivery.timestamp_ms) + "}"
+
+
+def _utf8_text(payload: bytes) -> str | None:
+    """`payload` as text when it is valid UTF-8, else None, without raising: a payload that
+    is not text (a sensor's binary frame) is common, and a `UnicodeDecodeError` raised and
+    caught cost twice what decoding with "replace" costs. A U+FFFD in the text is either
+    the payload's own (it encodes back to the payload) or stands for bytes that are not
+    UTF-8."""
+    if payload.isascii():
+        return payload.decode("ascii")
+    text = payload.decode("utf-8", "replace")
+    if "\ufffd" in text and text.encode("utf-8") != payload:
+        return None
+    return text
+
+
+def _has_properties(delivery: Delivery) -> bool:
+    """Whether `delivery`'s envelope has more than the template's fields."""
+    return bool(
         delivery.user_properties
         or delivery.content_type is not None
         or delivery.response_topic is not None
         or delivery.correlation_data is not None
         or delivery.message_expiry_interval is not None
         or delivery.extra
-    ):
-        return _COMPACT(envelope(delivery, payload_encoding=payload_encoding))
-    payload = delivery.payload
-    text: str | None = None
-    if payload_encoding == "auto":
-        try:
-            text = payload.decode("utf-8")
-        except UnicodeDecodeError:
-            text = None
-    topic = _TOPICS.get(delivery.topic)
-    if topic is None:
-        if len(_TOPICS) >= _CACHED:
-            _TOPICS.clear()
-        topic = _TOPICS[delivery.topic] = '{"topic":' + _quote(delivery.topic)
-    if text is not None:
-        head = topic + ',"payload":' + _quote(text)
-    else:
-        encoded = binascii.b2a_base64(payload, newline=False).decode("ascii")
-        head = topic + ',"payload":"' + encoded + '","payload_encoding":"base64"'
+    )
+
+
+def _topic_head(topic: str) -> str:
+    """The envelope's start up to its quoted topic, remembered in `_TOPICS`."""
+    if len(_TOPICS) >= _CACHED:
+        _TOPICS.clear()
+    head = _TOPICS[topic] = '{"topic":' + _quote(topic)
+    return head
+
+
+def _tail(delivery: Delivery) -> str:
+    """The envelope's fields after the payload up to the timestamp's value, remembered in
+    `_TAILS`."""
+    if len(_TAILS) >= _CACHED:
+        _TAILS.clear()
+    retain = "true" if delivery.retain else "false"
     key = (delivery.client_id, delivery.tenant, delivery.qos, delivery.retain)
-    tail = _TAILS.get(key)
-    if tail is None:
-        if len(_TAILS) >= _CACHED:
-            _TAILS.clear()
-        retain = "true" if delivery.retain else "false"
-        tail = _TAILS[key] = (
-            f',"qos":{delivery.qos},"retain":{retain},'
-            f'"client_id":{_quote(delivery.client_id)},"tenant":{_quote(delivery.tenant)},'
-            '"timestamp":'
-        )
-    return head + tail + str(delivery.timestamp_ms) + "}"
+    tail = _TAILS[key] = (
+        f',"qos":{delivery.qos},"retain":{retain},'
+        f'"client_id":{_quote(delivery.client_id)},"tenant":{_quote(delivery.tenant)},'
+        '"timestamp":'
+    )
+    return tail
 
 
 _CACHED: Final = 4096
@@ -209,9 +236,49 @@ timestamp's value: the same for every message of a publisher at one QoS."""
 
 
 def envelopes_json(batch: Sequence[Delivery], *, payload_encoding: str = "auto") -> bytes:
-    """The envelopes of `batch` as one JSON array, UTF-8 (an HTTP body of `body = "array"`)."""
-    texts = [envelope_text(d, payload_encoding=payload_encoding) for d in batch]
-    return ("[" + ",".join(texts) + "]").encode("utf-8")
+    """The envelopes of `batch` as one JSON array, UTF-8 (an HTTP body of `body = "array"`):
+    the characters `envelope_text` writes for each, joined once. `envelope_text`'s template
+    is written out in the loop (a call less per message: a quarter of the batch's cost)."""
+    parts: list[str] = []
+    auto = payload_encoding == "auto"
+    topics = _TOPICS
+    tails = _TAILS
+    for delivery in batch:
+        if (  # `_has_properties`, written out
+            delivery.user_properties
+            or delivery.content_type is not None
+            or delivery.response_topic is not None
+            or delivery.correlation_data is not None
+            or delivery.message_expiry_interval is not None
+            or delivery.extra
+        ):
+            parts += (_COMPACT(envelope(delivery, payload_encoding=payload_encoding)), ",")
+            continue
+        topic = topics.get(delivery.topic)
+        if topic is None:
+            topic = _topic_head(delivery.topic)
+        tail = tails.get((delivery.client_id, delivery.tenant, delivery.qos, delivery.retain))
+        if tail is None:
+            tail = _tail(delivery)
+        payload = delivery.payload
+        text: str | None = None
+        if auto:  # `_utf8_text`, written out
+            if payload.isascii():
+                text = payload.decode("ascii")
+            else:
+                text = payload.decode("utf-8", "replace")
+                if "\ufffd" in text and text.encode("utf-8") != payload:
+                    text = None
+        if text is not None:
+            parts += (topic, ',"payload":', _quote(text), tail, str(delivery.timestamp_ms), "},")
+        else:
+            encoded = binascii.b2a_base64(payload, newline=False).decode("ascii")
+            parts += (topic, ',"payload":"', encoded, '","payload_encoding":"base64"', tail)
+            parts += (str(delivery.timestamp_ms), "},")
+    if not parts:
+        return b"[]"
+    parts[-1] = parts[-1][:-1]  # the last envelope's comma
+    return ("[" + "".join(parts) + "]").encode("utf-8")
 
 
 def payload_from_envelope(body: Mapping[str, Any]) -> bytes:
@@ -250,9 +317,9 @@ def delivery_of(message: Message, tenant: str, seq: int, now: float) -> Delivery
         props.correlation_data,
         None if expiry is None else max(1, expiry),
         seq,
-        _NO_EXTRA,
+        NO_EXTRA,
     )
 
 
-_NO_EXTRA: Final[Mapping[str, str]] = MappingProxyType({})
+NO_EXTRA: Final[Mapping[str, str]] = MappingProxyType({})
 """The `extra` of a message's delivery: none, shared."""

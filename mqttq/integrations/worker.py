@@ -1,16 +1,18 @@
 """The worker: takes batches from an integration's backlog and gets them into its sink.
 
-Delivery is at least once and in backlog order. A batch is settled (removed from the
-backlog for good) only after the sink accepted it or its refused deliveries went to the
-dead-letter place; while the sink is unavailable the same batch is retried after a backoff
-that doubles up to a ceiling, with full jitter, so a fleet of workers does not hammer a sink
-that comes back. Every outcome is counted (`IntegrationStats`); nothing is dropped silently.
+Delivery is at least once and in backlog order (per publisher, for a sink with lanes: see
+`mqttq.integrations.lanes`). A batch is settled (removed from the backlog for good) only
+after the sink accepted it or its refused deliveries went to the dead-letter place; while
+the sink is unavailable the same batch is retried after a backoff that doubles up to a
+ceiling, with full jitter, so a fleet of workers does not hammer a sink that comes back.
+Every outcome is counted (`IntegrationStats`); nothing is dropped silently.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import operator
 import random
 import time
 from collections import deque
@@ -19,11 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from mqttq.errors import ConfigError
+from mqttq.integrations.lanes import run_in_lanes
 from mqttq.integrations.record import Delivery
 from mqttq.integrations.sink import Rejected, Sink, SinkRejected, SinkUnavailable
 from mqttq.integrations.spec import DeliverySettings
 
 log = logging.getLogger(__name__)
+
+_timestamp_ms: Final = operator.attrgetter("timestamp_ms")
 
 LATENCY_BUCKETS_S: Final = (0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0, 300.0)
 """Upper bounds of the delivery latency histogram (accepted at - accepted by the broker)."""
@@ -168,8 +173,11 @@ class IntegrationWorker:
                 self._phase = "failed"
                 return
             depth = self.batches_in_flight
+            lanes = self.lanes
             if depth > 1:
                 await self._run_pipelined(depth)  # until cancelled
+            elif lanes > 1:
+                await run_in_lanes(self, lanes)  # until cancelled
             else:
                 await self._run_one_at_a_time()  # until cancelled
         finally:
@@ -189,6 +197,15 @@ class IntegrationWorker:
             await self._running.wait()  # paused while waiting: the batch waits too
             if batch:
                 await self._deliver(batch)
+
+    @property
+    def lanes(self) -> int:
+        """Sends in flight at once, each with its own publishers (`mqttq.integrations.lanes`):
+        the sink's `lanes` (1 when it has none: one `send` at a time), at most
+        `max_in_flight // batch_size`."""
+        wanted = getattr(self.sink, "lanes", 1)
+        fits = self.delivery.max_in_flight // max(1, self.delivery.batch_size)
+        return max(1, min(int(wanted), fits))
 
     @property
     def batches_in_flight(self) -> int:
@@ -290,6 +307,13 @@ class IntegrationWorker:
     async def _deliver(self, batch: Sequence[Delivery], *, sent_before: bool = False) -> None:
         """Send `batch` until the sink takes it (retrying with backoff), then settle it.
         `sent_before`: an earlier attempt failed (the first one here counts as a retry)."""
+        rejected = await self._send_until_taken(batch, sent_before=sent_before)
+        await self._accepted(batch, rejected)
+
+    async def _send_until_taken(
+        self, batch: Sequence[Delivery], *, sent_before: bool = False
+    ) -> Sequence[Rejected]:
+        """Send `batch` until the sink takes it (retrying with backoff); what it refused."""
         attempts = 1 if sent_before else 0
         while True:
             attempts += 1
@@ -302,8 +326,7 @@ class IntegrationWorker:
                 continue
             except SinkRejected as exc:
                 rejected = [Rejected(delivery, str(exc)) for delivery in batch]
-            break
-        await self._accepted(batch, rejected)
+            return rejected
 
     async def _accepted(self, batch: Sequence[Delivery], rejected: Sequence[Rejected]) -> None:
         """The sink took `batch` except `rejected`: dead-letter those, count, settle."""
@@ -319,7 +342,7 @@ class IntegrationWorker:
         self.stats.delivered += accepted
         if accepted:
             now_ms = self._clock() * 1000
-            oldest = min(delivery.timestamp_ms for delivery in batch)
+            oldest = min(map(_timestamp_ms, batch))
             self.stats.observe_latency(max(0.0, (now_ms - oldest) / 1000), accepted)
         await self.backlog.settle(batch)
 

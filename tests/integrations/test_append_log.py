@@ -5,6 +5,7 @@ position, memory bounded while the worker is behind, and the backlog bounded on 
 from __future__ import annotations
 
 import asyncio
+import tempfile
 import time
 import zlib
 from collections.abc import Callable, Sequence
@@ -18,9 +19,9 @@ from mqttq.codec.properties import Properties
 from mqttq.errors import ConfigError
 from mqttq.integrations.append_log import IntegrationLog
 from mqttq.integrations.log_backlog import LogBacklog
-from mqttq.integrations.log_records import decode_body, encode_record, scan
+from mqttq.integrations.log_records import decode_body, decode_plain, encode_record, scan
 from mqttq.integrations.payload_filter import PayloadFilter
-from mqttq.integrations.record import Delivery
+from mqttq.integrations.record import Delivery, delivery_of
 from mqttq.integrations.spec import DeliverySettings, IntegrationSpec, parse_integration
 from mqttq.model import Message
 
@@ -125,6 +126,59 @@ def test_any_truncation_keeps_exactly_the_whole_records(
     kept = [e for e in ends if e <= cut]
     assert [r[1] for r in records] == kept
     assert end == (kept[-1] if kept else 0)
+
+
+@settings(max_examples=50)
+@given(st.lists(messages, min_size=1, max_size=5), st.text(min_size=1, max_size=10))
+def test_a_plain_record_read_from_its_bytes_is_what_decode_body_reads(
+    items: list[Message], tenant: str
+) -> None:
+    records, _ = scan(b"".join(encode_record(tenant, m) for m in items))
+    for (_, _, body), original in zip(records, items, strict=True):
+        _, got = decode_body(body)
+        plain = decode_plain(body)
+        if not original.properties.empty_for_publish():
+            assert plain is None  # read by decode_body
+            continue
+        assert plain == (
+            got.topic,
+            got.payload,
+            got.qos,
+            got.retain,
+            got.created_at,
+            None,
+            got.publisher_id,
+        )
+
+
+def test_a_record_with_an_expiry_is_not_plain() -> None:
+    now = time.time()
+    expiring = Message("t/e", b"e", 1, False, created_at=now, expires_at=now + 60)
+    ((_, _, body),), _ = scan(encode_record("default", expiring))
+    plain = decode_plain(body)
+    assert plain is not None and plain[5] == now + 60  # the backlog reads it whole
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(messages, min_size=1, max_size=6), st.sampled_from(["memory", "file"]))
+def test_the_backlog_makes_the_deliveries_delivery_of_makes(
+    items: list[Message], where: str
+) -> None:
+    async def scenario(directory: Path) -> None:
+        log = opened(directory, memory_bytes=(1 << 20) if where == "memory" else 0)
+        await append(log, items)
+        starts = [start for start, _, _ in log.read(0, 1 << 20)[0]]
+        assert len(log.recent) == (len(items) if where == "memory" else 0)
+        backlog = LogBacklog(log, spec())
+        got = await drain(backlog, len(items))
+        now = time.time()
+        assert got == [
+            delivery_of(m, "default", start, now) for m, start in zip(items, starts, strict=True)
+        ]
+        await log.close()
+
+    with tempfile.TemporaryDirectory() as directory:
+        asyncio.run(scenario(Path(directory)))
 
 
 def test_a_damaged_record_ends_the_scan() -> None:
@@ -245,6 +299,25 @@ def test_a_worker_behind_memory_reads_the_file_in_order(tmp_path: Path) -> None:
         assert sum(e - s for s, e, _ in log.recent) <= 1000
         got = await drain(LogBacklog(log, spec()), 500)
         assert payloads(got) == [f"m{n}".encode() for n in range(500)]
+        await log.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_worker_catching_up_crosses_from_the_file_into_memory_in_one_batch(
+    tmp_path: Path,
+) -> None:
+    async def scenario() -> None:
+        log = opened(tmp_path, memory_bytes=1000)  # about 40 small records
+        await append(log, [message(n) for n in range(100)])
+        in_memory = len(log.recent)
+        assert 0 < in_memory < 100
+        backlog = LogBacklog(log, spec())
+        batch = await asyncio.wait_for(backlog.take(100, 0), 10)
+        # Before: the file's part alone (the rest waited for the next batch, after a linger).
+        assert payloads(batch) == [f"m{n}".encode() for n in range(100)]
+        await backlog.settle(batch)
+        assert backlog.lag() == 0
         await log.close()
 
     asyncio.run(scenario())

@@ -30,6 +30,10 @@ CASES = [
     Delivery("t/\u00e9/\u2028", bytes(range(62)), 0, True, 'c"l\\i', "ten\nant", 17),
     Delivery("t", '{"a": "\u00fc\u0000\x1f"}'.encode(), 2, False, "", "default", 1764277200123),
     Delivery("t", b"\xff\xfe"),
+    Delivery("t", "a \ufffd kept".encode()),  # U+FFFD of the payload's own: text
+    Delivery("t", "\ufffd".encode() + b"\xff"),  # and one beside bytes that are not UTF-8
+    Delivery("t", b"\xed\xa0\x80"),  # an encoded surrogate: not UTF-8
+    Delivery("t", b"mq\x00\x00\x00\x00\x03\x18\xec\x22\x1d.xX\xee\x00"),  # a bench header
     Delivery("t", b""),
     Delivery("t", b"x", user_properties=(("k", "v"),), content_type="text/plain"),
     Delivery("t", b"x", correlation_data=b"\x00\x01", message_expiry_interval=30),
@@ -74,6 +78,25 @@ def test_any_message_without_properties_is_written_as_json_would(  # noqa: PLR09
 ) -> None:
     delivery = Delivery(topic, payload, qos, retain, client_id, tenant, timestamp)
     assert envelope_text(delivery) == reference(delivery)
+
+
+@given(
+    st.lists(
+        st.builds(
+            Delivery,
+            topic=st.text(min_size=1, max_size=8),
+            payload=st.binary(max_size=8) | st.text(max_size=8).map(str.encode),
+            client_id=st.sampled_from(["a", "b", 'c"\\']),
+            content_type=st.none() | st.just("text/plain"),
+            timestamp_ms=st.integers(0, 2**53),
+        ),
+        max_size=6,
+    ),
+    st.sampled_from(["auto", "base64"]),
+)
+def test_any_batch_is_the_array_of_its_envelopes(batch: list[Delivery], encoding: str) -> None:
+    expected = "[" + ",".join(reference(d, encoding) for d in batch) + "]"
+    assert envelopes_json(batch, payload_encoding=encoding) == expected.encode()
 
 
 def test_remembered_topics_and_publishers_never_mix_up_messages() -> None:

@@ -13,8 +13,10 @@ unavailable (the worker retries the batch); any other 4xx refuses for good: the 
 for "array" (`SinkRejected`), that delivery alone for one-per-delivery bodies (`Rejected`,
 and the rest of the batch goes on). Requests of a batch go one after the other, in order,
 over one aiohttp session whose connector holds at most `max_connections` keep-alive
-connections. Every request carries `Idempotency-Key: <integration>:<seq>` (a range
-`<first>-<last>` for an array) so that a receiver can drop a redelivery.
+connections. A worker behind its backlog sends up to `lanes` batches at once, each with
+its own publishers (each publisher's order kept, not the order across publishers). Every
+request carries `Idempotency-Key: <integration>:<seq>` (a range `<first>-<last>` for an
+array) so that a receiver can drop a redelivery.
 
 Secrets: `url`, `headers` and `ca_file` may hold `${NAME}`, expanded at `open`; `public()`
 shows the templates with sensitive header values, URL passwords and secret-looking query
@@ -53,6 +55,8 @@ _SENSITIVE: Final = re.compile(r"auth|token|secret|key|password|passwd|cookie|si
 """Header or query parameter names whose values `public()` never shows."""
 _RESERVED_HEADERS: Final = frozenset({"content-length", "transfer-encoding", "idempotency-key"})
 _REASON_BODY_CHARS: Final = 200
+LANES: Final = 4
+"""Requests at once, at most, while the worker is behind its backlog (`HttpSink.lanes`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +152,14 @@ class HttpSink:
         self._content_type: str | None = None
         """The configured Content-Type header, if any (it replaces the sink's default)."""
         self._secrets: tuple[str, ...] = ()
+
+    @property
+    def lanes(self) -> int:
+        """Requests the worker may have in flight at once, each with other publishers'
+        deliveries (`mqttq.integrations.worker.split_lanes`): `LANES`, within
+        `max_connections` (1: one request at a time, the backlog's order across
+        publishers too)."""
+        return min(LANES, self.settings.max_connections)
 
     async def open(self) -> None:
         """Expand `${NAME}`s and make the session (no connection yet: the first request
