@@ -47,7 +47,7 @@ from typing import Any, Final
 from mqttq.errors import StorageError
 from mqttq.integrations.log_records import (
     HEADER_SIZE,
-    append_record,
+    RecordWriter,
     decode_body,
     record_size,
     scan,
@@ -93,6 +93,7 @@ class IntegrationLog:
         self.directory = directory
         self.tenant = tenant
         """The tenant written into each record (the integration's)."""
+        self._writer = RecordWriter(tenant)
         self.segment_bytes = segment_bytes
         self.max_bytes = max_bytes
         self.memory_bytes = memory_bytes
@@ -250,9 +251,11 @@ class IntegrationLog:
         taken = len(records)
         start = position = self.end
         room = self.committed + self.max_bytes
-        tenant_raw = self.tenant.encode()
+        writer = self._writer
+        if writer.tenant != self.tenant:  # the integration was moved to another tenant
+            writer = self._writer = RecordWriter(self.tenant)
         for message in pending:
-            end = position + append_record(frames, tenant_raw, message)
+            end = position + writer.append(frames, message)
             if end > room:
                 del frames[position - start :]
                 self.dropped += 1
