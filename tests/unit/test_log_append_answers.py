@@ -16,7 +16,7 @@ from mqttq.auth.authenticator import Authenticator
 from mqttq.auth.empty_store import EmptyAuthStore
 from mqttq.broker.connection.client import Client
 from mqttq.broker.delivery.hub import Hub
-from mqttq.broker.delivery.pending import OrderedSteps
+from mqttq.broker.delivery.pending import OrderedSteps, StepRun
 from mqttq.broker.server import node_limits
 from mqttq.broker.sessions.lifecycle import Lifecycle
 from mqttq.codec import encode_packet
@@ -26,6 +26,7 @@ from mqttq.codec.packets import (
     Packet,
     PubackPacket,
     PublishPacket,
+    PubrecPacket,
     SubscribePacket,
     SubscriptionRequest,
 )
@@ -224,5 +225,81 @@ def test_only_steps_that_hold_deliveries_are_holding() -> None:
         await asyncio.sleep(0)
         assert not steps.holding()
         assert len(steps) == 0
+
+    _run(scenario())
+
+
+class Recorded(StepRun):
+    """A run that records its items as it completes."""
+
+    def __init__(self, ran: list[str]) -> None:
+        super().__init__()
+        self.ran = ran
+
+    def complete(self, future: asyncio.Future[Any]) -> None:
+        outcome = "failed" if future.exception() is not None else "ok"
+        self.ran.extend(f"{item}:{outcome}" for item in self.items)
+
+
+def _add(steps: OrderedSteps, future: asyncio.Future[Any], item: int, ran: list[str]) -> None:
+    run = steps.last_run(future)
+    if run is None:
+        run = Recorded(ran)
+        steps.add_run(future, run)
+    steps.add_to_run(run, item)
+
+
+def test_a_run_of_answers_is_one_step_behind_the_held_ones_and_counts_each() -> None:
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        steps = OrderedSteps()
+        held, write, next_write = loop.create_future(), loop.create_future(), loop.create_future()
+        ran: list[str] = []
+        steps.add(held, lambda _f: ran.append("held"))
+        for item in (1, 2):
+            _add(steps, write, item, ran)
+        steps.add(write, lambda _f: ran.append("single"), holds=False)
+        _add(steps, write, 3, ran)  # after another step: a run of its own
+        _add(steps, next_write, 4, ran)
+        assert len(steps) == 6  # a run counts each of its items (flow control)
+        assert steps.holding()
+        write.set_result(None)
+        next_write.set_exception(OSError("disk full"))
+        await asyncio.sleep(0)
+        assert ran == []  # behind the held step
+        held.set_result(None)
+        await asyncio.sleep(0)
+        assert ran == ["held", "1:ok", "2:ok", "single", "3:ok", "4:failed"]
+        assert len(steps) == 0
+        assert not steps.holding()
+        assert steps.last_run(write) is None  # a completed run takes no more items
+
+    _run(scenario())
+
+
+def test_pubacks_and_pubrecs_of_one_write_come_in_order_with_their_packet_ids() -> None:
+    async def scenario() -> None:
+        life, _, log, _ = await _with_log()
+        publisher, to_publisher = await _connect(life, "pub")
+        acked = len(to_publisher.writes)
+        publisher.data_received(
+            b"".join(
+                encode_packet(PublishPacket("t", b"m", qos, False, False, packet_id), 5)
+                for packet_id, qos in ((7, 2), (65535, 1), (1, 2), (300, 1))
+            )
+        )
+        await asyncio.sleep(0)
+        assert len(publisher.steps) == 4
+        log.settle(0)
+        await _turns()
+        answers = _packets(to_publisher, acked)
+        assert [(type(p).__name__, p.packet_id, p.reason_code) for p in answers] == [  # type: ignore[attr-defined]
+            ("PubrecPacket", 7, ReasonCode.SUCCESS),
+            ("PubackPacket", 65535, ReasonCode.SUCCESS),
+            ("PubrecPacket", 1, ReasonCode.SUCCESS),
+            ("PubackPacket", 300, ReasonCode.SUCCESS),
+        ]
+        assert all(isinstance(p, PubackPacket | PubrecPacket) for p in answers)
+        assert len(publisher.steps) == 0
 
     _run(scenario())
