@@ -47,6 +47,7 @@ from typing import Any, Final
 from mqttq.errors import StorageError
 from mqttq.integrations.log_records import (
     HEADER_SIZE,
+    PIECES,
     RecordWriter,
     decode_body,
     record_size,
@@ -246,7 +247,7 @@ class IntegrationLog:
         pending, self._pending = self._pending, []
         if future is None:
             return
-        frames = bytearray()
+        frames: list[bytes] = []
         records = self._unsynced
         taken = len(records)
         start = position = self.end
@@ -257,7 +258,7 @@ class IntegrationLog:
         for message in pending:
             end = position + writer.append(frames, message)
             if end > room:
-                del frames[position - start :]
+                del frames[-PIECES:]
                 self.dropped += 1
                 continue
             records.append((position, end, message))
@@ -267,7 +268,7 @@ class IntegrationLog:
             if self._segment_size >= self.segment_bytes:
                 self._roll()
             try:
-                _write_all(self._fd, frames)
+                _write_all(self._fd, b"".join(frames))
             except OSError as exc:
                 # Cut what part was written: the next write starts on a record boundary.
                 with contextlib.suppress(OSError):

@@ -28,6 +28,7 @@ from mqttq.storage.formats.kafka_record import VERSION, pack_fields_raw, unpack_
 
 __all__ = [
     "HEADER_SIZE",
+    "PIECES",
     "RecordWriter",
     "append_record",
     "decode_body",
@@ -50,17 +51,20 @@ _LEAD_FIELDS: Final = _LEAD.size - _BODY.size
 _TENANT_LENGTH: Final = struct.Struct(">H")
 _TOPIC_LENGTH: Final = struct.Struct(">H")
 _NO_EXPIRY: Final = _EXPIRES.pack(math.nan)
+PIECES: Final = 2
+"""The pieces `RecordWriter.append` adds to its list for a record."""
 MEMO_ENTRIES: Final = 4096
 """Topics and publishers each `RecordWriter` remembers encoded, at most (emptied when full)."""
 
 
 class RecordWriter:
     """Frames the messages of one tenant as records (the layout in the module docstring,
-    byte for byte what `pack_fields_raw` and the framing above make) at the end of a
-    caller's buffer, with as little per record as the layout allows: the fields up to
-    `created` in one pack, what follows it up to the properties remembered per topic
-    (an expiry of none, the tenant, the topic: the `tail`), the publisher remembered
-    encoded (`MEMO_ENTRIES` of each), one join for the body and one CRC of it."""
+    byte for byte what `pack_fields_raw` and the framing above make), each as two pieces
+    (header, body) added to a caller's list that one join makes a write of, with as
+    little per record as the layout allows: the fields up to `created` in one pack, what
+    follows it up to the properties remembered per topic (an expiry of none, the tenant,
+    the topic: the `tail`), the publisher remembered encoded (`MEMO_ENTRIES` of each), one
+    join for the body and one CRC of it."""
 
     __slots__ = ("_publishers", "_tails", "tenant", "tenant_raw")
 
@@ -72,8 +76,9 @@ class RecordWriter:
         self._publishers: dict[str, bytes] = {}
         """publisher's client id -> its UTF-8."""
 
-    def append(self, out: bytearray, message: Message) -> int:
-        """Frame `message` as one record at the end of `out`; returns the record's size."""
+    def append(self, out: list[bytes], message: Message) -> int:
+        """Frame `message` as one record: its two pieces (`PIECES`) added to `out`; returns
+        the record's size."""
         topic = message.topic
         tail = self._tails.get(topic)
         if tail is None:
@@ -107,8 +112,8 @@ class RecordWriter:
                 message.created_at,
             )
             body = b"".join((lead, tail, extra, publisher, message.payload))
-        out += _HEAD.pack(len(body), zlib.crc32(body))
-        out += body
+        out.append(_HEAD.pack(len(body), zlib.crc32(body)))
+        out.append(body)
         return HEADER_SIZE + len(body)
 
     def _tail(self, topic: str) -> bytes:
@@ -138,9 +143,9 @@ class RecordWriter:
 
 def encode_record(tenant: str, message: Message) -> bytes:
     """`message` of `tenant` as one framed record."""
-    out = bytearray()
+    out: list[bytes] = []
     RecordWriter(tenant).append(out, message)
-    return bytes(out)
+    return b"".join(out)
 
 
 def append_record(out: bytearray, tenant_raw: bytes, message: Message) -> int:

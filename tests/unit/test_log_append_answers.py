@@ -229,50 +229,45 @@ def test_only_steps_that_hold_deliveries_are_holding() -> None:
     _run(scenario())
 
 
-class Recorded(StepRun):
-    """A run that records its items as it completes."""
-
-    def __init__(self, ran: list[str]) -> None:
-        super().__init__()
-        self.ran = ran
-
-    def complete(self, future: asyncio.Future[Any]) -> None:
-        outcome = "failed" if future.exception() is not None else "ok"
-        self.ran.extend(f"{item}:{outcome}" for item in self.items)
-
-
-def _add(steps: OrderedSteps, future: asyncio.Future[Any], item: int, ran: list[str]) -> None:
-    run = steps.last_run(future)
-    if run is None:
-        run = Recorded(ran)
-        steps.add_run(future, run)
-    steps.add_to_run(run, item)
-
-
-def test_a_run_of_answers_is_one_step_behind_the_held_ones_and_counts_each() -> None:
+def test_runs_of_answers_keep_their_place_among_the_other_steps_and_count_each() -> None:
     async def scenario() -> None:
-        loop = asyncio.get_running_loop()
-        steps = OrderedSteps()
-        held, write, next_write = loop.create_future(), loop.create_future(), loop.create_future()
+        life, _, log, _ = await _with_log()
+        publisher, to_publisher = await _connect(life, "pub")
+        acked = len(to_publisher.writes)
+        steps = publisher.steps
         ran: list[str] = []
-        steps.add(held, lambda _f: ran.append("held"))
-        for item in (1, 2):
-            _add(steps, write, item, ran)
+        publisher.data_received(_publishes(2))
+        write = log.writes[0]
+        run = steps.last_run(write)
+        assert isinstance(run, StepRun)
+        assert run.items == [1 << 2 | 1, 2 << 2 | 1]  # packet id << 2 | QoS
         steps.add(write, lambda _f: ran.append("single"), holds=False)
-        _add(steps, write, 3, ran)  # after another step: a run of its own
-        _add(steps, next_write, 4, ran)
+        publisher.data_received(_publishes(1, first_id=3))  # after another step: a new run
+        assert steps.last_run(write) not in (None, run)
+        held = asyncio.get_running_loop().create_future()
+        steps.add(held, lambda _f: ran.append("held"))  # a stored delivery's, say
+        await asyncio.sleep(0)
+        publisher.data_received(_publishes(1, first_id=4))  # the next write, behind `held`
         assert len(steps) == 6  # a run counts each of its items (flow control)
-        assert steps.holding()
-        write.set_result(None)
-        next_write.set_exception(OSError("disk full"))
-        await asyncio.sleep(0)
-        assert ran == []  # behind the held step
-        held.set_result(None)
-        await asyncio.sleep(0)
-        assert ran == ["held", "1:ok", "2:ok", "single", "3:ok", "4:failed"]
-        assert len(steps) == 0
-        assert not steps.holding()
+        log.settle(1, OSError("disk full"))
+        log.settle(0)
+        await _turns()
+        assert ran == ["single"]
+        answers = _packets(to_publisher, acked)
+        assert [(p.packet_id, p.reason_code) for p in answers if isinstance(p, PubackPacket)] == [
+            (1, ReasonCode.SUCCESS),
+            (2, ReasonCode.SUCCESS),
+            (3, ReasonCode.SUCCESS),
+        ]
         assert steps.last_run(write) is None  # a completed run takes no more items
+        held.set_result(None)
+        await _turns()
+        assert ran == ["single", "held"]
+        answers = _packets(to_publisher, acked)
+        assert [(p.packet_id, p.reason_code) for p in answers if isinstance(p, PubackPacket)][
+            3:
+        ] == [(4, ReasonCode.UNSPECIFIED_ERROR)]
+        assert len(steps) == 0
 
     _run(scenario())
 
