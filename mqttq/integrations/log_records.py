@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import struct
 import zlib
+from collections.abc import Callable
 from typing import Final
 
 from mqttq.codec.enums import PacketType
@@ -66,11 +67,16 @@ class RecordWriter:
     the topic: the `tail`), the publisher remembered encoded (`MEMO_ENTRIES` of each), one
     join for the body and one CRC of it."""
 
-    __slots__ = ("_publishers", "_tails", "tenant", "tenant_raw")
+    __slots__ = ("_crc", "_head", "_lead", "_publishers", "_tails", "tenant", "tenant_raw")
 
     def __init__(self, tenant: str) -> None:
         self.tenant = tenant
         self.tenant_raw = tenant.encode()
+        # Bound once: a call through an attribute skips the method's (or the module's)
+        # lookup that `_LEAD.pack(...)` and `zlib.crc32(...)` make each time compiled.
+        self._lead: Callable[..., bytes] = _LEAD.pack
+        self._head: Callable[..., bytes] = _HEAD.pack
+        self._crc: Callable[[bytes], int] = zlib.crc32
         self._tails: dict[str, bytes] = {}
         """topic -> expires (none), tenant length, tenant, topic length, topic."""
         self._publishers: dict[str, bytes] = {}
@@ -92,7 +98,7 @@ class RecordWriter:
         if expires is not None:  # the expiry in place of the remembered none
             tail = _EXPIRES.pack(expires) + tail[_EXPIRES.size :]
         if props.empty_for_publish():  # the common case skips the encoder entirely
-            lead = _LEAD.pack(
+            lead = self._lead(
                 _LEAD_FIELDS + len(tail),
                 len(publisher),
                 VERSION,
@@ -103,7 +109,7 @@ class RecordWriter:
             body = b"".join((lead, tail, publisher, message.payload))
         else:
             extra = encode_properties(props, PacketType.PUBLISH)
-            lead = _LEAD.pack(
+            lead = self._lead(
                 _LEAD_FIELDS + len(tail) + len(extra),
                 len(publisher),
                 VERSION,
@@ -112,7 +118,7 @@ class RecordWriter:
                 message.created_at,
             )
             body = b"".join((lead, tail, extra, publisher, message.payload))
-        out.append(_HEAD.pack(len(body), zlib.crc32(body)))
+        out.append(self._head(len(body), self._crc(body)))
         out.append(body)
         return HEADER_SIZE + len(body)
 

@@ -139,11 +139,11 @@ class DirectIntake(Intake):
             if qos:
                 assert packet_id is not None
                 written = fan.waited()
-                run = steps.last_run(written)
-                if run is None:
+                item = packet_id << 2 | qos
+                if not steps.add_to_run(written, item):
                     run = LogAnswers(client)
+                    run.items.append(item)
                     steps.add_run(written, run)
-                steps.add_to_run(run, packet_id << 2 | qos)
                 client.pause_reading_if_behind()
             return
         # Through the steps even when they are empty: a stored delivery's answer waits, and

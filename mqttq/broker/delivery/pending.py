@@ -69,7 +69,7 @@ class OrderedSteps:
     pending and nothing to wait for, `add` runs the completion at once (the common path:
     no allocation, no scheduling). Steps that share a future (the messages of one loop
     iteration appended to an integration's log) share one callback on it, and answers
-    that only wait for it may share one step, a `StepRun` (`add_run`, `add_to_run`).
+    that only wait for it may share one step, a `StepRun` (`add_to_run`, else `add_run`).
 
     A step `holds` deliveries unless its adder says otherwise: a later message of the same
     client may be delivered at once only while no step `holding()` (its deliveries would
@@ -113,8 +113,7 @@ class OrderedSteps:
         self._queue(steps, (future, done, holds, None), future, holds)
 
     def last_run(self, future: asyncio.Future[Any]) -> StepRun | None:
-        """The last waiting step's run when it waits for `future` (items may join it with
-        `add_to_run`), else None."""
+        """The last waiting step's run when it waits for `future`, else None."""
         run = self._run
         if run is None:
             return None
@@ -122,20 +121,30 @@ class OrderedSteps:
         assert steps is not None
         return run if steps[-1][0] is future else None
 
+    def add_to_run(self, future: asyncio.Future[Any], item: int) -> bool:
+        """Add `item` to the last waiting step's run when that run waits for `future`;
+        False when there is none such (the caller adds one with `add_run`)."""
+        run = self._run
+        if run is None:
+            return False
+        steps = self._steps
+        assert steps is not None
+        if steps[-1][0] is not future:
+            return False
+        run.items.append(item)
+        self._size += 1
+        return True
+
     def add_run(self, future: asyncio.Future[Any], run: StepRun) -> None:
-        """Queue `run.complete(future)` as one step, to run after `future` settles and all
-        earlier steps ran; items join it with `add_to_run` while it is the last step."""
+        """Queue `run.complete(future)` as one step (counting the items `run` holds), to
+        run after `future` settles and all earlier steps ran; while it is the last step,
+        `add_to_run` adds to it."""
         steps = self._steps
         if steps is None:
             steps = self._steps = deque()
         self._queue(steps, (future, None, False, run), future, False)
         self._size += len(run.items) - 1
         self._run = run
-
-    def add_to_run(self, run: StepRun, item: int) -> None:
-        """Add `item` to `run` (the last step's: `last_run`, or just added)."""
-        run.items.append(item)
-        self._size += 1
 
     def _queue(
         self,
