@@ -7,6 +7,7 @@ answers holds no delivery back. Real Hub, Lifecycle and Client over in-memory tr
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Coroutine
 from typing import Any, cast
 
@@ -14,7 +15,7 @@ import uvloop
 
 from mqttq.auth.authenticator import Authenticator
 from mqttq.auth.empty_store import EmptyAuthStore
-from mqttq.broker.connection.client import Client
+from mqttq.broker.connection.client import MAX_PENDING_STEPS, Client
 from mqttq.broker.delivery.hub import Hub
 from mqttq.broker.delivery.pending import OrderedSteps, StepRun
 from mqttq.broker.server import node_limits
@@ -76,18 +77,23 @@ def _packets(transport: MemoryTransport, start: int = 0) -> list[Packet]:
     return out
 
 
-async def _stack() -> tuple[Lifecycle, Hub]:
+async def _stack(receive_maximum: int | None = None) -> tuple[Lifecycle, Hub]:
     storage = MemoryStorage()
     await storage.open()
     settings = Settings()
+    if receive_maximum is not None:
+        mqtt = dataclasses.replace(settings.mqtt, receive_maximum=receive_maximum)
+        settings = dataclasses.replace(settings, mqtt=mqtt)
     hub = Hub(settings.mqtt, storage, node_limits(settings.mqtt_limit))
     authenticator = Authenticator(EmptyAuthStore(), anonymous="always")
     return Lifecycle(hub, asyncio.get_running_loop(), authenticator), hub
 
 
-async def _connect(life: Lifecycle, client_id: str) -> tuple[Client, MemoryTransport]:
+async def _connect(
+    life: Lifecycle, client_id: str, transport: MemoryTransport | None = None
+) -> tuple[Client, MemoryTransport]:
     client = Client(life)
-    transport = MemoryTransport()
+    transport = MemoryTransport() if transport is None else transport
     client.connection_made(cast(asyncio.Transport, transport))
     client.data_received(encode_packet(ConnectPacket(client_id, ProtocolLevel.MQTT_5, True, 60), 5))
     for _ in range(100):
@@ -120,8 +126,10 @@ def _run(main: Coroutine[Any, Any, None]) -> None:
     uvloop.run(asyncio.wait_for(main, 30))
 
 
-async def _with_log() -> tuple[Lifecycle, Hub, ControlledLog, MemoryTransport]:
-    life, hub = await _stack()
+async def _with_log(
+    receive_maximum: int | None = None,
+) -> tuple[Lifecycle, Hub, ControlledLog, MemoryTransport]:
+    life, hub = await _stack(receive_maximum)
     integration, _ = await _connect(life, "integration")
     await _subscribe(integration, "#")
     log = ControlledLog()
@@ -296,5 +304,40 @@ def test_pubacks_and_pubrecs_of_one_write_come_in_order_with_their_packet_ids() 
         ]
         assert all(isinstance(p, PubackPacket | PubrecPacket) for p in answers)
         assert len(publisher.steps) == 0
+
+    _run(scenario())
+
+
+class PausableTransport(MemoryTransport):
+    """Notes whether the broker stopped reading from it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paused = False
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+
+def test_a_publisher_whose_answers_pile_up_in_runs_is_paused_until_they_go() -> None:
+    async def scenario() -> None:
+        count = MAX_PENDING_STEPS + 10
+        life, _, log, _ = await _with_log(receive_maximum=65535)
+        transport = PausableTransport()
+        publisher, _ = await _connect(life, "pub", transport)
+        acked = len(transport.writes)
+        publisher.data_received(_publishes(count))  # one write's run: one step
+        assert len(publisher.steps) == count
+        assert transport.paused
+        log.settle(0)
+        await _turns()
+        assert not transport.paused
+        answers = _packets(transport, acked)
+        assert [p.packet_id for p in answers if isinstance(p, PubackPacket)] == list(
+            range(1, count + 1)
+        )
 
     _run(scenario())

@@ -79,7 +79,7 @@ class OrderedSteps:
     `len()` counts what waits: a step, or each item of a run.
     """
 
-    __slots__ = ("_after", "_holding", "_run", "_size", "_steps")
+    __slots__ = ("_after", "_holding", "_run", "_run_future", "_steps", "waiting")
 
     def __init__(self, after: Callable[[], None] | None = None) -> None:
         self._steps: deque[_Step] | None = None
@@ -88,13 +88,16 @@ class OrderedSteps:
         """Called after waiting steps ran (for flow control on the step count)."""
         self._holding = 0
         """Waiting steps that hold deliveries."""
-        self._size = 0
-        """Waiting steps, a run counting its items."""
+        self.waiting = 0
+        """Waiting steps, a run counting its items: `len()` (read as an attribute by the
+        client's flow control, once per PUBLISH)."""
         self._run: StepRun | None = None
         """The last waiting step's run, while it is the last (items may join it)."""
+        self._run_future: asyncio.Future[Any] | None = None
+        """What `_run` waits for."""
 
     def __len__(self) -> int:
-        return self._size
+        return self.waiting
 
     def holding(self) -> bool:
         """Whether a waiting step holds deliveries (see the class docstring)."""
@@ -114,25 +117,16 @@ class OrderedSteps:
 
     def last_run(self, future: asyncio.Future[Any]) -> StepRun | None:
         """The last waiting step's run when it waits for `future`, else None."""
-        run = self._run
-        if run is None:
-            return None
-        steps = self._steps
-        assert steps is not None
-        return run if steps[-1][0] is future else None
+        return self._run if self._run_future is future else None
 
     def add_to_run(self, future: asyncio.Future[Any], item: int) -> bool:
         """Add `item` to the last waiting step's run when that run waits for `future`;
         False when there is none such (the caller adds one with `add_run`)."""
         run = self._run
-        if run is None:
-            return False
-        steps = self._steps
-        assert steps is not None
-        if steps[-1][0] is not future:
+        if run is None or self._run_future is not future:
             return False
         run.items.append(item)
-        self._size += 1
+        self.waiting += 1
         return True
 
     def add_run(self, future: asyncio.Future[Any], run: StepRun) -> None:
@@ -143,8 +137,9 @@ class OrderedSteps:
         if steps is None:
             steps = self._steps = deque()
         self._queue(steps, (future, None, False, run), future, False)
-        self._size += len(run.items) - 1
+        self.waiting += len(run.items) - 1
         self._run = run
+        self._run_future = future
 
     def _queue(
         self,
@@ -155,8 +150,8 @@ class OrderedSteps:
     ) -> None:
         shared = bool(steps) and future is not None and steps[-1][0] is future
         steps.append(step)
-        self._size += 1
-        self._run = None
+        self.waiting += 1
+        self._run = self._run_future = None
         if holds:
             self._holding += 1
         # A step after one waiting for the same future: that one's callback advances past
@@ -173,13 +168,13 @@ class OrderedSteps:
             steps.popleft()
             try:
                 if run is not None:
-                    self._size -= len(run.items)
+                    self.waiting -= len(run.items)
                     if run is self._run:
-                        self._run = None
+                        self._run = self._run_future = None
                     assert future is not None
                     run.complete(future)
                 else:
-                    self._size -= 1
+                    self.waiting -= 1
                     if holds:
                         self._holding -= 1
                     assert done is not None
