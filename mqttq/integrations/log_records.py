@@ -51,7 +51,8 @@ _LEAD_FIELDS: Final = _LEAD.size - _BODY.size
 """`_LEAD`'s share of the fields length (version, qos, retain, created)."""
 _TENANT_LENGTH: Final = struct.Struct(">H")
 _TOPIC_LENGTH: Final = struct.Struct(">H")
-_NO_EXPIRY: Final = _EXPIRES.pack(math.nan)
+_NONE_EXPIRES: Final = _EXPIRES.pack(math.nan)
+"""The expiry of a record without one (the NaN `pack_fields_raw` writes)."""
 PIECES: Final = 2
 """The pieces `RecordWriter.append` adds to its list for a record."""
 MEMO_ENTRIES: Final = 4096
@@ -130,7 +131,7 @@ class RecordWriter:
         raw = topic.encode()
         tail = tails[topic] = b"".join(
             (
-                _NO_EXPIRY,
+                _NONE_EXPIRES,
                 _TENANT_LENGTH.pack(len(tenant_raw)),
                 tenant_raw,
                 _TOPIC_LENGTH.pack(len(raw)),
