@@ -52,7 +52,7 @@ FLUSH_AT: Final = 64 * 1024
 WRITE_HIGH_WATER = 1280 * 1024
 WRITE_LOW_WATER = 640 * 1024
 """Transport buffer limits: above high, deliveries to this client pause (TBMQ's values)."""
-MAX_PENDING_STEPS = 4096
+MAX_PENDING_STEPS: Final = 4096
 """Answers waiting for storage before the client's socket stops being read."""
 CLOSE_LINGER = 2.0
 """Seconds a closing connection keeps reading (and discarding) after its last packet."""
