@@ -150,7 +150,12 @@ async def run(
                 publisher.data_received(bursts[index][round_index % len(bursts[index])])
             await asyncio.sleep(0)  # the flushes run
             while appended is not None and publishers[-1].steps:
-                await asyncio.sleep(0.0002)  # the log's fsync: then the deliveries are made
+                # The log's fsync, then its answers. Woken by it, not polling: a poll's loop
+                # iterations are CPU the broker would not spend, and vary with the disk.
+                # (Set before the wait: a sync of an earlier round; the check runs again.)
+                await appended.grown.wait()
+                appended.grown.clear()
+                await asyncio.sleep(0)  # the answers run
             if p2p:
                 for index, subscriber in enumerate(subscribers):
                     base = next_id[index]

@@ -47,7 +47,8 @@ from typing import Any, Final
 from mqttq.errors import StorageError
 from mqttq.integrations.log_records import (
     HEADER_SIZE,
-    append_record,
+    PIECES,
+    RecordWriter,
     decode_body,
     record_size,
     scan,
@@ -93,6 +94,7 @@ class IntegrationLog:
         self.directory = directory
         self.tenant = tenant
         """The tenant written into each record (the integration's)."""
+        self._writer = RecordWriter(tenant)
         self.segment_bytes = segment_bytes
         self.max_bytes = max_bytes
         self.memory_bytes = memory_bytes
@@ -245,16 +247,18 @@ class IntegrationLog:
         pending, self._pending = self._pending, []
         if future is None:
             return
-        frames = bytearray()
+        frames: list[bytes] = []
         records = self._unsynced
         taken = len(records)
         start = position = self.end
         room = self.committed + self.max_bytes
-        tenant_raw = self.tenant.encode()
+        writer = self._writer
+        if writer.tenant != self.tenant:  # the integration was moved to another tenant
+            writer = self._writer = RecordWriter(self.tenant)
         for message in pending:
-            end = position + append_record(frames, tenant_raw, message)
+            end = position + writer.append(frames, message)
             if end > room:
-                del frames[position - start :]
+                del frames[-PIECES:]
                 self.dropped += 1
                 continue
             records.append((position, end, message))
@@ -264,7 +268,7 @@ class IntegrationLog:
             if self._segment_size >= self.segment_bytes:
                 self._roll()
             try:
-                _write_all(self._fd, frames)
+                _write_all(self._fd, b"".join(frames))
             except OSError as exc:
                 # Cut what part was written: the next write starts on a record boundary.
                 with contextlib.suppress(OSError):

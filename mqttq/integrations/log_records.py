@@ -18,31 +18,147 @@ from __future__ import annotations
 import math
 import struct
 import zlib
+from collections.abc import Callable
 from typing import Final
 
+from mqttq.codec.enums import PacketType
+from mqttq.codec.properties import encode_properties
 from mqttq.errors import StorageError
 from mqttq.model import Message
 from mqttq.storage.formats.kafka_record import VERSION, pack_fields_raw, unpack_fields
 
-__all__ = ["HEADER_SIZE", "append_record", "decode_body", "encode_record", "record_size", "scan"]
+__all__ = [
+    "HEADER_SIZE",
+    "PIECES",
+    "RecordWriter",
+    "append_record",
+    "decode_body",
+    "encode_record",
+    "record_size",
+    "scan",
+]
 
 _HEAD: Final = struct.Struct(">II")
 _BODY: Final = struct.Struct(">IH")
 HEADER_SIZE: Final = _HEAD.size
 MAX_BODY: Final = 1 << 30
 """A length above this is not a record (a torn or damaged header)."""
+_LEAD: Final = struct.Struct(">IHBBBd")
+"""A body's fixed fields up to the expiry: fields length, publisher length, then
+`pack_fields_raw`'s version, qos, retain, created."""
+_EXPIRES: Final = struct.Struct(">d")
+_LEAD_FIELDS: Final = _LEAD.size - _BODY.size
+"""`_LEAD`'s share of the fields length (version, qos, retain, created)."""
+_TENANT_LENGTH: Final = struct.Struct(">H")
+_TOPIC_LENGTH: Final = struct.Struct(">H")
+_NONE_EXPIRES: Final = _EXPIRES.pack(math.nan)
+"""The expiry of a record without one (the NaN `pack_fields_raw` writes)."""
+PIECES: Final = 2
+"""The pieces `RecordWriter.append` adds to its list for a record."""
+MEMO_ENTRIES: Final = 4096
+"""Topics and publishers each `RecordWriter` remembers encoded, at most (emptied when full)."""
+
+
+class RecordWriter:
+    """Frames the messages of one tenant as records (the layout in the module docstring,
+    byte for byte what `pack_fields_raw` and the framing above make), each as two pieces
+    (header, body) added to a caller's list that one join makes a write of, with as
+    little per record as the layout allows: the fields up to `created` in one pack, what
+    follows it up to the properties remembered per topic (an expiry of none, the tenant,
+    the topic: the `tail`), the publisher remembered encoded (`MEMO_ENTRIES` of each), one
+    join for the body and one CRC of it."""
+
+    __slots__ = ("_crc", "_head", "_lead", "_publishers", "_tails", "tenant", "tenant_raw")
+
+    def __init__(self, tenant: str) -> None:
+        self.tenant = tenant
+        self.tenant_raw = tenant.encode()
+        # Bound once: a call through an attribute skips the method's (or the module's)
+        # lookup that `_LEAD.pack(...)` and `zlib.crc32(...)` make each time compiled.
+        self._lead: Callable[..., bytes] = _LEAD.pack
+        self._head: Callable[..., bytes] = _HEAD.pack
+        self._crc: Callable[[bytes], int] = zlib.crc32
+        self._tails: dict[str, bytes] = {}
+        """topic -> expires (none), tenant length, tenant, topic length, topic."""
+        self._publishers: dict[str, bytes] = {}
+        """publisher's client id -> its UTF-8."""
+
+    def append(self, out: list[bytes], message: Message) -> int:
+        """Frame `message` as one record: its two pieces (`PIECES`) added to `out`; returns
+        the record's size."""
+        topic = message.topic
+        tail = self._tails.get(topic)
+        if tail is None:
+            tail = self._tail(topic)
+        publisher_id = message.publisher_id
+        publisher = self._publishers.get(publisher_id)
+        if publisher is None:
+            publisher = self._publisher(publisher_id)
+        props = message.properties
+        expires = message.expires_at
+        if expires is not None:  # the expiry in place of the remembered none
+            tail = _EXPIRES.pack(expires) + tail[_EXPIRES.size :]
+        if props.empty_for_publish():  # the common case skips the encoder entirely
+            lead = self._lead(
+                _LEAD_FIELDS + len(tail),
+                len(publisher),
+                VERSION,
+                message.qos,
+                message.retain,
+                message.created_at,
+            )
+            body = b"".join((lead, tail, publisher, message.payload))
+        else:
+            extra = encode_properties(props, PacketType.PUBLISH)
+            lead = self._lead(
+                _LEAD_FIELDS + len(tail) + len(extra),
+                len(publisher),
+                VERSION,
+                message.qos,
+                message.retain,
+                message.created_at,
+            )
+            body = b"".join((lead, tail, extra, publisher, message.payload))
+        out.append(self._head(len(body), self._crc(body)))
+        out.append(body)
+        return HEADER_SIZE + len(body)
+
+    def _tail(self, topic: str) -> bytes:
+        tails = self._tails
+        if len(tails) >= MEMO_ENTRIES:
+            tails.clear()
+        tenant_raw = self.tenant_raw
+        raw = topic.encode()
+        tail = tails[topic] = b"".join(
+            (
+                _NONE_EXPIRES,
+                _TENANT_LENGTH.pack(len(tenant_raw)),
+                tenant_raw,
+                _TOPIC_LENGTH.pack(len(raw)),
+                raw,
+            )
+        )
+        return tail
+
+    def _publisher(self, publisher_id: str) -> bytes:
+        publishers = self._publishers
+        if len(publishers) >= MEMO_ENTRIES:
+            publishers.clear()
+        raw = publishers[publisher_id] = publisher_id.encode()
+        return raw
 
 
 def encode_record(tenant: str, message: Message) -> bytes:
     """`message` of `tenant` as one framed record."""
-    out = bytearray()
-    append_record(out, tenant.encode(), message)
-    return bytes(out)
+    out: list[bytes] = []
+    RecordWriter(tenant).append(out, message)
+    return b"".join(out)
 
 
 def append_record(out: bytearray, tenant_raw: bytes, message: Message) -> int:
     """`message` of the tenant `tenant_raw` (UTF-8) framed as one record at the end of
-    `out` (one buffer for a loop iteration's records). Returns the record's size."""
+    `out`, as `RecordWriter.append` frames it (which a writer of many records uses: it
+    remembers what it encoded). Returns the record's size."""
     fields = pack_fields_raw(tenant_raw, message)
     publisher = message.publisher_id.encode()
     body = b"".join((_BODY.pack(len(fields), len(publisher)), fields, publisher, message.payload))

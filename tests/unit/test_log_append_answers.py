@@ -7,6 +7,7 @@ answers holds no delivery back. Real Hub, Lifecycle and Client over in-memory tr
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Coroutine
 from typing import Any, cast
 
@@ -14,9 +15,9 @@ import uvloop
 
 from mqttq.auth.authenticator import Authenticator
 from mqttq.auth.empty_store import EmptyAuthStore
-from mqttq.broker.connection.client import Client
+from mqttq.broker.connection.client import MAX_PENDING_STEPS, Client
 from mqttq.broker.delivery.hub import Hub
-from mqttq.broker.delivery.pending import OrderedSteps
+from mqttq.broker.delivery.pending import OrderedSteps, StepRun
 from mqttq.broker.server import node_limits
 from mqttq.broker.sessions.lifecycle import Lifecycle
 from mqttq.codec import encode_packet
@@ -26,6 +27,7 @@ from mqttq.codec.packets import (
     Packet,
     PubackPacket,
     PublishPacket,
+    PubrecPacket,
     SubscribePacket,
     SubscriptionRequest,
 )
@@ -75,18 +77,23 @@ def _packets(transport: MemoryTransport, start: int = 0) -> list[Packet]:
     return out
 
 
-async def _stack() -> tuple[Lifecycle, Hub]:
+async def _stack(receive_maximum: int | None = None) -> tuple[Lifecycle, Hub]:
     storage = MemoryStorage()
     await storage.open()
     settings = Settings()
+    if receive_maximum is not None:
+        mqtt = dataclasses.replace(settings.mqtt, receive_maximum=receive_maximum)
+        settings = dataclasses.replace(settings, mqtt=mqtt)
     hub = Hub(settings.mqtt, storage, node_limits(settings.mqtt_limit))
     authenticator = Authenticator(EmptyAuthStore(), anonymous="always")
     return Lifecycle(hub, asyncio.get_running_loop(), authenticator), hub
 
 
-async def _connect(life: Lifecycle, client_id: str) -> tuple[Client, MemoryTransport]:
+async def _connect(
+    life: Lifecycle, client_id: str, transport: MemoryTransport | None = None
+) -> tuple[Client, MemoryTransport]:
     client = Client(life)
-    transport = MemoryTransport()
+    transport = MemoryTransport() if transport is None else transport
     client.connection_made(cast(asyncio.Transport, transport))
     client.data_received(encode_packet(ConnectPacket(client_id, ProtocolLevel.MQTT_5, True, 60), 5))
     for _ in range(100):
@@ -119,8 +126,10 @@ def _run(main: Coroutine[Any, Any, None]) -> None:
     uvloop.run(asyncio.wait_for(main, 30))
 
 
-async def _with_log() -> tuple[Lifecycle, Hub, ControlledLog, MemoryTransport]:
-    life, hub = await _stack()
+async def _with_log(
+    receive_maximum: int | None = None,
+) -> tuple[Lifecycle, Hub, ControlledLog, MemoryTransport]:
+    life, hub = await _stack(receive_maximum)
     integration, _ = await _connect(life, "integration")
     await _subscribe(integration, "#")
     log = ControlledLog()
@@ -224,5 +233,111 @@ def test_only_steps_that_hold_deliveries_are_holding() -> None:
         await asyncio.sleep(0)
         assert not steps.holding()
         assert len(steps) == 0
+
+    _run(scenario())
+
+
+def test_runs_of_answers_keep_their_place_among_the_other_steps_and_count_each() -> None:
+    async def scenario() -> None:
+        life, _, log, _ = await _with_log()
+        publisher, to_publisher = await _connect(life, "pub")
+        acked = len(to_publisher.writes)
+        steps = publisher.steps
+        ran: list[str] = []
+        publisher.data_received(_publishes(2))
+        write = log.writes[0]
+        run = steps.last_run(write)
+        assert isinstance(run, StepRun)
+        assert run.items == [1 << 2 | 1, 2 << 2 | 1]  # packet id << 2 | QoS
+        steps.add(write, lambda _f: ran.append("single"), holds=False)
+        publisher.data_received(_publishes(1, first_id=3))  # after another step: a new run
+        assert steps.last_run(write) not in (None, run)
+        held = asyncio.get_running_loop().create_future()
+        steps.add(held, lambda _f: ran.append("held"))  # a stored delivery's, say
+        await asyncio.sleep(0)
+        publisher.data_received(_publishes(1, first_id=4))  # the next write, behind `held`
+        assert len(steps) == 6  # a run counts each of its items (flow control)
+        log.settle(1, OSError("disk full"))
+        log.settle(0)
+        await _turns()
+        assert ran == ["single"]
+        answers = _packets(to_publisher, acked)
+        assert [(p.packet_id, p.reason_code) for p in answers if isinstance(p, PubackPacket)] == [
+            (1, ReasonCode.SUCCESS),
+            (2, ReasonCode.SUCCESS),
+            (3, ReasonCode.SUCCESS),
+        ]
+        assert steps.last_run(write) is None  # a completed run takes no more items
+        held.set_result(None)
+        await _turns()
+        assert ran == ["single", "held"]
+        answers = _packets(to_publisher, acked)
+        assert [(p.packet_id, p.reason_code) for p in answers if isinstance(p, PubackPacket)][
+            3:
+        ] == [(4, ReasonCode.UNSPECIFIED_ERROR)]
+        assert len(steps) == 0
+
+    _run(scenario())
+
+
+def test_pubacks_and_pubrecs_of_one_write_come_in_order_with_their_packet_ids() -> None:
+    async def scenario() -> None:
+        life, _, log, _ = await _with_log()
+        publisher, to_publisher = await _connect(life, "pub")
+        acked = len(to_publisher.writes)
+        publisher.data_received(
+            b"".join(
+                encode_packet(PublishPacket("t", b"m", qos, False, False, packet_id), 5)
+                for packet_id, qos in ((7, 2), (65535, 1), (1, 2), (300, 1))
+            )
+        )
+        await asyncio.sleep(0)
+        assert len(publisher.steps) == 4
+        log.settle(0)
+        await _turns()
+        answers = _packets(to_publisher, acked)
+        assert [(type(p).__name__, p.packet_id, p.reason_code) for p in answers] == [  # type: ignore[attr-defined]
+            ("PubrecPacket", 7, ReasonCode.SUCCESS),
+            ("PubackPacket", 65535, ReasonCode.SUCCESS),
+            ("PubrecPacket", 1, ReasonCode.SUCCESS),
+            ("PubackPacket", 300, ReasonCode.SUCCESS),
+        ]
+        assert all(isinstance(p, PubackPacket | PubrecPacket) for p in answers)
+        assert len(publisher.steps) == 0
+
+    _run(scenario())
+
+
+class PausableTransport(MemoryTransport):
+    """Notes whether the broker stopped reading from it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paused = False
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def resume_reading(self) -> None:
+        self.paused = False
+
+
+def test_a_publisher_whose_answers_pile_up_in_runs_is_paused_until_they_go() -> None:
+    async def scenario() -> None:
+        count = MAX_PENDING_STEPS + 10
+        life, _, log, _ = await _with_log(receive_maximum=65535)
+        transport = PausableTransport()
+        publisher, _ = await _connect(life, "pub", transport)
+        acked = len(transport.writes)
+        publisher.data_received(_publishes(count))  # one write's run: one step
+        assert len(publisher.steps) == count
+        assert transport.paused
+        log.settle(0)
+        await _turns()
+        assert not transport.paused
+        answers = _packets(transport, acked)
+        assert [p.packet_id for p in answers if isinstance(p, PubackPacket)] == list(
+            range(1, count + 1)
+        )
 
     _run(scenario())

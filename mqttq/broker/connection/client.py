@@ -52,7 +52,7 @@ FLUSH_AT: Final = 64 * 1024
 WRITE_HIGH_WATER = 1280 * 1024
 WRITE_LOW_WATER = 640 * 1024
 """Transport buffer limits: above high, deliveries to this client pause (TBMQ's values)."""
-MAX_PENDING_STEPS = 4096
+MAX_PENDING_STEPS: Final = 4096
 """Answers waiting for storage before the client's socket stops being read."""
 CLOSE_LINGER = 2.0
 """Seconds a closing connection keeps reading (and discarding) after its last packet."""
@@ -489,13 +489,13 @@ class Client(ClientLink):
     def pause_reading_if_behind(self) -> None:
         """Stop reading while too many answers wait for storage (a fast publisher)."""
         steps = self._steps
-        if steps is not None and len(steps) > MAX_PENDING_STEPS and not self._reading_paused:
+        if steps is not None and steps.waiting > MAX_PENDING_STEPS and not self._reading_paused:
             self._reading_paused = True
             assert self.transport is not None
             self.transport.pause_reading()
 
     def _steps_advanced(self) -> None:
-        if self._reading_paused and len(self.steps) < MAX_PENDING_STEPS // 2:
+        if self._reading_paused and self.steps.waiting < MAX_PENDING_STEPS // 2:
             self._reading_paused = False
             if self.transport is not None and not self.closed and not self._deferred:
                 self.transport.resume_reading()

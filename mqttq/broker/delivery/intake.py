@@ -34,7 +34,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from mqttq.broker.delivery.fanout import Fanout
-from mqttq.broker.delivery.pending import OrderedSteps
+from mqttq.broker.delivery.pending import OrderedSteps, StepRun
 from mqttq.broker.delivery.publisher import Publisher
 from mqttq.broker.delivery.tenants import TenantSpace
 from mqttq.broker.sessions.host import SessionHost
@@ -46,7 +46,15 @@ from mqttq.reasons import ReasonCode
 if TYPE_CHECKING:
     from mqttq.broker.delivery.inbox import PublishInbox
 
-__all__ = ["DirectIntake", "InboxIntake", "Intake", "IntakeHost", "LogIntake", "ack"]
+__all__ = [
+    "DirectIntake",
+    "InboxIntake",
+    "Intake",
+    "IntakeHost",
+    "LogAnswers",
+    "LogIntake",
+    "ack",
+]
 
 # The answers to PUBLISH were written by dispatch and are logged under its name.
 logger = logging.getLogger("mqttq.broker.dispatch")
@@ -126,9 +134,16 @@ class DirectIntake(Intake):
             return
         if fan.answer_only:
             # Delivered already; only the answer waits, for an integration log's write (the
-            # fan-out has nothing to complete: `accepted` reads the write's outcome).
+            # fan-out has nothing to complete): in the run of this client's answers that
+            # wait for the same write, which reads its outcome once.
             if qos:
-                steps.add(fan.waited(), partial(accepted, client, qos, packet_id), False)
+                assert packet_id is not None
+                written = fan.waited()
+                item = packet_id << 2 | qos
+                if not steps.add_to_run(written, item):
+                    run = LogAnswers(client)
+                    run.items.append(item)
+                    steps.add_run(written, run)
                 client.pause_reading_if_behind()
             return
         # Through the steps even when they are empty: a stored delivery's answer waits, and
@@ -179,6 +194,33 @@ class LogIntake(Intake):
             return
         client.steps.add(future, partial(accepted, client, qos, packet_id))
         client.pause_reading_if_behind()
+
+
+class LogAnswers(StepRun):
+    """The PUBACKs / PUBRECs of one client's PUBLISHes delivered already whose answer
+    waits for one write of an integration's log (items: packet id << 2 | QoS): answered
+    together, in order, with one look at the write's outcome; each as `accepted` would."""
+
+    __slots__ = ("client",)
+
+    def __init__(self, client: Publisher) -> None:
+        super().__init__()
+        self.client = client
+
+    def complete(self, future: asyncio.Future[Any]) -> None:
+        client = self.client
+        if future.cancelled() or future.exception() is not None:
+            reason = ReasonCode.UNSPECIFIED_ERROR
+        else:
+            result = future.result()
+            reason = result if isinstance(result, ReasonCode) else ReasonCode.SUCCESS
+        if reason in _ACK_REASON_STRINGS:
+            for item in self.items:
+                ack(client, item & 3, item >> 2, reason)
+            return
+        for item in self.items:  # `ack`'s success path, one flush for the run
+            client.conn.send_publish_ack(item & 3, item >> 2, reason)
+        client.flush_soon()
 
 
 def accepted(

@@ -20,7 +20,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 if TYPE_CHECKING:
     from mqttq.broker.delivery.latency import LatencyHistograms
 
-__all__ = ["BackgroundTasks", "EnqueueBatcher", "OrderedSteps", "RemoveBatcher", "StepDone"]
+__all__ = [
+    "BackgroundTasks",
+    "EnqueueBatcher",
+    "OrderedSteps",
+    "RemoveBatcher",
+    "StepDone",
+    "StepRun",
+]
 
 logger = logging.getLogger("mqttq.broker")
 
@@ -34,33 +41,63 @@ StepDone = Callable[["asyncio.Future[Any] | None"], None]
 """Completion of a step; receives the step's future (None for a step with nothing to wait)."""
 
 
+class StepRun:
+    """The completion of a run of items (a client's answers) that wait for one future,
+    added one at a time (`OrderedSteps.add_to_run`) and completed together: one step, one
+    look at the future, one call, instead of a step, a check and a callable per item."""
+
+    __slots__ = ("items",)
+
+    def __init__(self) -> None:
+        self.items: list[int] = []
+        """What the run completes, in the order added (the subclass says what an item is)."""
+
+    def complete(self, future: asyncio.Future[Any]) -> None:
+        """Complete every item once `future` settled (its outcome is theirs)."""
+        raise NotImplementedError
+
+
+_Step = tuple["asyncio.Future[Any] | None", "StepDone | None", bool, "StepRun | None"]
+"""A waiting step: its future, its completion (None for a run), whether it holds
+deliveries, its run (None for a single completion)."""
+
+
 class OrderedSteps:
     """Completions that run strictly in the order their steps were added.
 
     A step waits for its own future (if any) and for every earlier step. With nothing
     pending and nothing to wait for, `add` runs the completion at once (the common path:
     no allocation, no scheduling). Steps that share a future (the messages of one loop
-    iteration appended to an integration's log) share one callback on it.
+    iteration appended to an integration's log) share one callback on it, and answers
+    that only wait for it may share one step, a `StepRun` (`add_to_run`, else `add_run`).
 
     A step `holds` deliveries unless its adder says otherwise: a later message of the same
     client may be delivered at once only while no step `holding()` (its deliveries would
     overtake the held ones); a step that only answers the client (a PUBACK waiting for a
-    log's fsync, its deliveries made) holds nothing.
+    log's fsync, its deliveries made) holds nothing, nor does a run.
+
+    `len()` counts what waits: a step, or each item of a run.
     """
 
-    __slots__ = ("_after", "_holding", "_steps")
+    __slots__ = ("_after", "_holding", "_run", "_run_future", "_steps", "waiting")
 
     def __init__(self, after: Callable[[], None] | None = None) -> None:
-        self._steps: deque[tuple[asyncio.Future[Any] | None, StepDone, bool]] | None = None
+        self._steps: deque[_Step] | None = None
         """Created by the first step that has to wait (most clients never have one)."""
         self._after = after
         """Called after waiting steps ran (for flow control on the step count)."""
         self._holding = 0
         """Waiting steps that hold deliveries."""
+        self.waiting = 0
+        """Waiting steps, a run counting its items: `len()` (read as an attribute by the
+        client's flow control, once per PUBLISH)."""
+        self._run: StepRun | None = None
+        """The last waiting step's run, while it is the last (items may join it)."""
+        self._run_future: asyncio.Future[Any] | None = None
+        """What `_run` waits for."""
 
     def __len__(self) -> int:
-        steps = self._steps
-        return 0 if steps is None else len(steps)
+        return self.waiting
 
     def holding(self) -> bool:
         """Whether a waiting step holds deliveries (see the class docstring)."""
@@ -76,30 +113,72 @@ class OrderedSteps:
                 return
             if steps is None:
                 steps = self._steps = deque()
-        elif future is not None and steps[-1][0] is future:
-            # The step before waits for the same future: its callback advances past this
-            # one too (a run of equal futures is never split: it completes at once).
-            steps.append((future, done, holds))
-            if holds:
-                self._holding += 1
-            return
-        steps.append((future, done, holds))
+        self._queue(steps, (future, done, holds, None), future, holds)
+
+    def last_run(self, future: asyncio.Future[Any]) -> StepRun | None:
+        """The last waiting step's run when it waits for `future`, else None."""
+        return self._run if self._run_future is future else None
+
+    def add_to_run(self, future: asyncio.Future[Any], item: int) -> bool:
+        """Add `item` to the last waiting step's run when that run waits for `future`;
+        False when there is none such (the caller adds one with `add_run`)."""
+        run = self._run
+        if run is None or self._run_future is not future:
+            return False
+        run.items.append(item)
+        self.waiting += 1
+        return True
+
+    def add_run(self, future: asyncio.Future[Any], run: StepRun) -> None:
+        """Queue `run.complete(future)` as one step (counting the items `run` holds), to
+        run after `future` settles and all earlier steps ran; while it is the last step,
+        `add_to_run` adds to it."""
+        steps = self._steps
+        if steps is None:
+            steps = self._steps = deque()
+        self._queue(steps, (future, None, False, run), future, False)
+        self.waiting += len(run.items) - 1
+        self._run = run
+        self._run_future = future
+
+    def _queue(
+        self,
+        steps: deque[_Step],
+        step: _Step,
+        future: asyncio.Future[Any] | None,
+        holds: bool,
+    ) -> None:
+        shared = bool(steps) and future is not None and steps[-1][0] is future
+        steps.append(step)
+        self.waiting += 1
+        self._run = self._run_future = None
         if holds:
             self._holding += 1
-        if future is not None:
+        # A step after one waiting for the same future: that one's callback advances past
+        # this one too (a run of equal futures is never split: it completes at once).
+        if future is not None and not shared:
             future.add_done_callback(self._advance)
 
     def _advance(self, _future: object = None) -> None:
         steps = self._steps
         while steps:
-            future, done, holds = steps[0]
+            future, done, holds, run = steps[0]
             if future is not None and not future.done():
                 return
             steps.popleft()
-            if holds:
-                self._holding -= 1
             try:
-                done(future)
+                if run is not None:
+                    self.waiting -= len(run.items)
+                    if run is self._run:
+                        self._run = self._run_future = None
+                    assert future is not None
+                    run.complete(future)
+                else:
+                    self.waiting -= 1
+                    if holds:
+                        self._holding -= 1
+                    assert done is not None
+                    done(future)
             except Exception:
                 logger.exception("completion of a client step failed")
         if self._after is not None:
