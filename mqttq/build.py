@@ -83,6 +83,9 @@ COMPILED_MODULES: Final = (
     "mqttq.integrations.append_log",
     "mqttq.integrations.log_backlog",
     "mqttq.integrations.log_records",
+    # A delivery and its JSON envelope: per message a worker takes, per message an HTTP
+    # integration sends.
+    "mqttq.integrations.record",
     # A message's fields as one packed header: per record of the Kafka message log, of an
     # integration's log, of a cluster record.
     "mqttq.storage.formats.kafka_record",
