@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from mqttq.errors import StorageError
 from mqttq.integrations.append_log import READ_BYTES, IntegrationLog
 from mqttq.integrations.log_records import decode_body, decode_plain
-from mqttq.integrations.record import NO_EXTRA, Delivery, delivery_of
+from mqttq.integrations.record import Delivery, delivery_of, plain_delivery
 from mqttq.integrations.spec import IntegrationSpec
 from mqttq.model import Message
 
@@ -92,7 +92,8 @@ class LogBacklog:
     def _deliveries(self, records: list[_Taken]) -> list[Delivery]:
         """The deliveries of `records`, but for those expired or the payload filter refuses
         (counted). A record without MQTT 5 properties nor expiry (most) becomes its
-        `Delivery` here, as `delivery_of` would make it (a test holds the two together),
+        `Delivery` here (`plain_delivery`, as `delivery_of` would make it: a test holds the
+        two together),
         without a `Message` when it was read from the file."""
         now = time.time()
         keep = self.spec.payload_filter
@@ -114,21 +115,15 @@ class LogBacklog:
                         self.skipped += 1
                         continue
                     batch.append(
-                        Delivery(
+                        plain_delivery(
                             message.topic,
                             message.payload,
                             message.qos,
                             message.retain,
                             message.publisher_id,
                             tenant,
-                            int(message.created_at * 1000),
-                            (),
-                            None,
-                            None,
-                            None,
-                            None,
+                            message.created_at,
                             start,
-                            NO_EXTRA,
                         )
                     )
                     continue
@@ -140,21 +135,8 @@ class LogBacklog:
                         self.skipped += 1
                         continue
                     batch.append(
-                        Delivery(
-                            topic,
-                            payload,
-                            qos,
-                            retain,
-                            publisher,
-                            tenant,
-                            int(created * 1000),
-                            (),
-                            None,
-                            None,
-                            None,
-                            None,
-                            start,
-                            NO_EXTRA,
+                        plain_delivery(
+                            topic, payload, qos, retain, publisher, tenant, created, start
                         )
                     )
                     continue

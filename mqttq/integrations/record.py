@@ -295,6 +295,37 @@ def payload_from_envelope(body: Mapping[str, Any]) -> bytes:
     return payload.encode("utf-8")
 
 
+def plain_delivery(  # noqa: PLR0917 (the fields of the Delivery, as its constructor takes them)
+    topic: str,
+    payload: bytes,
+    qos: int,
+    retain: bool,
+    publisher: str,
+    tenant: str,
+    created_at: float,
+    seq: int,
+) -> Delivery:
+    """The delivery of a message without MQTT 5 properties nor expiry (most), as
+    `delivery_of` makes it, from its fields (a record read from the file needs no
+    `Message` for it)."""
+    return Delivery(
+        topic,
+        payload,
+        qos,
+        retain,
+        publisher,
+        tenant,
+        int(created_at * 1000),
+        (),
+        None,
+        None,
+        None,
+        None,
+        seq,
+        NO_EXTRA,
+    )
+
+
 def delivery_of(message: Message, tenant: str, seq: int, now: float) -> Delivery:
     """`message` of `tenant` as a sink receives it at `now`: its publisher as `client_id`,
     the time the broker accepted it, and its Message Expiry Interval as time remaining
