@@ -93,8 +93,7 @@ class LogBacklog:
         """The deliveries of `records`, but for those expired or the payload filter refuses
         (counted). A record without MQTT 5 properties nor expiry (most) becomes its
         `Delivery` here (`plain_delivery`, as `delivery_of` would make it: a test holds the
-        two together),
-        without a `Message` when it was read from the file."""
+        two together), without a `Message` when it was read from the file."""
         now = time.time()
         keep = self.spec.payload_filter
         tenant = self.spec.tenant
@@ -103,14 +102,8 @@ class LogBacklog:
             self._uncommitted += 1
             if isinstance(item, Message):
                 message = item
-                props = message.properties
-                if (
-                    message.expires_at is None
-                    and not props.user_properties
-                    and props.content_type is None
-                    and props.response_topic is None
-                    and props.correlation_data is None
-                ):
+                # Without properties nor expiry, as `decode_plain` finds a record in the file.
+                if message.expires_at is None and message.properties.empty_for_publish():
                     if keep is not None and not keep.matches(message.payload):
                         self.skipped += 1
                         continue
