@@ -25,13 +25,12 @@ from mqttq.codec.enums import PacketType
 from mqttq.codec.properties import encode_properties
 from mqttq.errors import StorageError
 from mqttq.model import Message
-from mqttq.storage.formats.kafka_record import VERSION, pack_fields_raw, unpack_fields
+from mqttq.storage.formats.kafka_record import VERSION, unpack_fields
 
 __all__ = [
     "HEADER_SIZE",
     "PIECES",
     "RecordWriter",
-    "append_record",
     "decode_body",
     "encode_record",
     "record_size",
@@ -46,12 +45,13 @@ MAX_BODY: Final = 1 << 30
 _LEAD: Final = struct.Struct(">IHBBBd")
 """A body's fixed fields up to the expiry: fields length, publisher length, then
 `pack_fields_raw`'s version, qos, retain, created."""
-_EXPIRES: Final = struct.Struct(">d")
+_DOUBLE: Final = struct.Struct(">d")
+"""An expiry or a creation time (big-endian IEEE double)."""
 _LEAD_FIELDS: Final = _LEAD.size - _BODY.size
 """`_LEAD`'s share of the fields length (version, qos, retain, created)."""
 _TENANT_LENGTH: Final = struct.Struct(">H")
 _TOPIC_LENGTH: Final = struct.Struct(">H")
-_NONE_EXPIRES: Final = _EXPIRES.pack(math.nan)
+_NONE_EXPIRES: Final = _DOUBLE.pack(math.nan)
 """The expiry of a record without one (the NaN `pack_fields_raw` writes)."""
 PIECES: Final = 2
 """The pieces `RecordWriter.append` adds to its list for a record."""
@@ -97,7 +97,7 @@ class RecordWriter:
         props = message.properties
         expires = message.expires_at
         if expires is not None:  # the expiry in place of the remembered none
-            tail = _EXPIRES.pack(expires) + tail[_EXPIRES.size :]
+            tail = _DOUBLE.pack(expires) + tail[_DOUBLE.size :]
         if props.empty_for_publish():  # the common case skips the encoder entirely
             lead = self._lead(
                 _LEAD_FIELDS + len(tail),
@@ -153,18 +153,6 @@ def encode_record(tenant: str, message: Message) -> bytes:
     out: list[bytes] = []
     RecordWriter(tenant).append(out, message)
     return b"".join(out)
-
-
-def append_record(out: bytearray, tenant_raw: bytes, message: Message) -> int:
-    """`message` of the tenant `tenant_raw` (UTF-8) framed as one record at the end of
-    `out`, as `RecordWriter.append` frames it (which a writer of many records uses: it
-    remembers what it encoded). Returns the record's size."""
-    fields = pack_fields_raw(tenant_raw, message)
-    publisher = message.publisher_id.encode()
-    body = b"".join((_BODY.pack(len(fields), len(publisher)), fields, publisher, message.payload))
-    out += _HEAD.pack(len(body), zlib.crc32(body))
-    out += body
-    return HEADER_SIZE + len(body)
 
 
 def decode_body(body: bytes | memoryview) -> tuple[str, Message]:
@@ -225,12 +213,9 @@ _PLAIN: Final = struct.Struct(">IHBBBddH")
 """A body's lead: fields length, publisher length, then the fields' version, qos, retain,
 created, expires (NaN: none) and tenant length."""
 
-_DOUBLE: Final = struct.Struct(">d")
 _CREATED_AT: Final = 9
 """Where `created` starts in a body (after the lengths, version, qos and retain)."""
 _EXPIRES_AT: Final = 17
-_NO_EXPIRY: Final = struct.pack(">d", math.nan)
-"""The expiry a record without one holds (the NaN `pack_fields_raw` writes)."""
 
 PlainRecord = tuple[str, bytes, int, bool, float, float | None, str]
 """(topic, payload, qos, retain, created, expires, publisher) of a record."""
@@ -253,7 +238,7 @@ def decode_plain(body: bytes | memoryview) -> PlainRecord | None:
         return None
     (created,) = _DOUBLE.unpack_from(raw, _CREATED_AT)
     expires: float | None = None
-    if raw[_EXPIRES_AT : _EXPIRES_AT + 8] != _NO_EXPIRY:
+    if raw[_EXPIRES_AT : _EXPIRES_AT + 8] != _NONE_EXPIRES:
         (expires,) = _DOUBLE.unpack_from(raw, _EXPIRES_AT)
         if math.isnan(expires):
             expires = None

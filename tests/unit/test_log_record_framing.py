@@ -1,9 +1,12 @@
 """An integration's log records as `RecordWriter` frames them: byte for byte the layout the
-logs already on disk were written in (golden records, and the reference framing
-`append_record` for any message), several records into one buffer, and the memos of
-topics and publishers bounded."""
+logs already on disk were written in (golden records, and the layout's reference framing
+below for any message), several records into one buffer, and the memos of topics and
+publishers bounded."""
 
 from __future__ import annotations
+
+import struct
+import zlib
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,11 +16,23 @@ from mqttq.integrations.log_records import (
     MEMO_ENTRIES,
     PIECES,
     RecordWriter,
-    append_record,
     decode_body,
     scan,
 )
 from mqttq.model import Message
+from mqttq.storage.formats.kafka_record import pack_fields_raw
+
+
+def append_record(out: bytearray, tenant_raw: bytes, message: Message) -> int:
+    """The layout in log_records' docstring, written plainly from `pack_fields_raw` (the
+    framing the logs on disk were written with): length, CRC-32, then the body (fields
+    length, publisher length, fields, publisher, payload). Returns the record's size."""
+    fields = pack_fields_raw(tenant_raw, message)
+    publisher = message.publisher_id.encode()
+    body = struct.pack(">IH", len(fields), len(publisher)) + fields + publisher + message.payload
+    out += struct.pack(">II", len(body), zlib.crc32(body)) + body
+    return 8 + len(body)
+
 
 GOLDEN = [
     (
