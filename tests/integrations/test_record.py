@@ -12,6 +12,8 @@ from hypothesis import strategies as st
 
 from mqttq.integrations.record import (
     Delivery,
+    _is_utf8,
+    _utf8_text,
     envelope,
     envelope_json,
     envelope_text,
@@ -109,3 +111,45 @@ def test_remembered_topics_and_publishers_never_mix_up_messages() -> None:
     ]
     for delivery in deliveries:
         assert envelope_text(delivery) == reference(delivery)
+
+
+def _decodes(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+# Bytes around every boundary of UTF-8's table (leads, continuation ranges, what is never
+# valid), so that short random strings of them hit each rule often.
+_EDGES = st.sampled_from(
+    bytes.fromhex("00 7f 80 8f 90 9f a0 bf c0 c1 c2 df e0 e1 ec ed ee ef f0 f1 f3 f4 f5 ff")
+)
+
+
+@given(
+    st.one_of(
+        st.binary(max_size=12),
+        st.lists(_EDGES, max_size=8).map(bytes),
+        st.text(max_size=8).map(lambda text: text.encode("utf-8", "surrogatepass")),
+    )
+)
+def test_utf8_is_judged_as_the_strict_decoder_judges_it(data: bytes) -> None:
+    assert _is_utf8(data) == _decodes(data)
+    assert _utf8_text(data) == (data.decode("utf-8") if _decodes(data) else None)
+
+
+def test_utf8_every_lead_and_second_byte_and_every_later_byte_is_judged_right() -> None:
+    # Every rule of the table is on a sequence's first two bytes (leads, the ranges after
+    # E0, ED, F0 and F4) or on a later byte being a continuation byte: all of them, once.
+    cases = [
+        bytes((lead, second)) + tail
+        for lead in range(256)
+        for second in range(256)
+        for tail in (b"", b"\x80", b"\x80\x80")
+    ]
+    cases += [bytes((0xE1, 0x80, third)) for third in range(256)]
+    cases += [bytes((0xF1, 0x80, third, 0x80)) for third in range(256)]
+    cases += [bytes((0xF1, 0x80, 0x80, fourth)) for fourth in range(256)]
+    assert [data for data in cases if _is_utf8(data) != _decodes(data)] == []
