@@ -13,6 +13,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from typing import Final
 
 from mqttq.errors import StorageError
 from mqttq.integrations.append_log import READ_BYTES, IntegrationLog
@@ -24,6 +25,9 @@ from mqttq.model import Message
 __all__ = ["LogBacklog"]
 
 log = logging.getLogger(__name__)
+
+_READ_SLACK: Final = 16 << 10
+"""Bytes read past a batch's expected size (records vary in size)."""
 
 _Taken = tuple[int, int, Message | bytes]
 """A record taken: (start, end, its message from memory or its body read from the file)."""
@@ -43,6 +47,9 @@ class LogBacklog:
         """Last seq of a batch taken -> (position after it, records it covered)."""
         self._uncommitted = 0
         """Records taken without a delivery since the last batch (covered by the next)."""
+        self._record_bytes = 512
+        """The size of the records last read from the file (on average), to read a batch's
+        worth at a time."""
 
     async def take(self, max_items: int, linger: float) -> Sequence[Delivery]:
         log = self.log
@@ -80,7 +87,13 @@ class LogBacklog:
             memory_from = recent[0][0] if recent else log.durable
             if memory_from <= self.position:
                 break  # not reached: memory never starts before `position` once forgotten
-            records, after = log.read_bodies(self.position, READ_BYTES, most=wanted - len(out))
+            most = wanted - len(out)
+            # About what `most` records take (a batch's worth, not READ_BYTES each time: a
+            # read that falls short is followed by another in this loop).
+            limit = min(READ_BYTES, most * self._record_bytes + _READ_SLACK)
+            records, after = log.read_bodies(self.position, limit, most=most)
+            if records:
+                self._record_bytes = max(1, (records[-1][1] - records[0][0]) // len(records))
             take = [r for r in records[: wanted - len(out)] if r[0] < memory_from]
             out.extend(take)
             if len(take) == len(records):

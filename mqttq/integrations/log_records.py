@@ -47,6 +47,10 @@ _LEAD: Final = struct.Struct(">IHBBBd")
 `pack_fields_raw`'s version, qos, retain, created."""
 _DOUBLE: Final = struct.Struct(">d")
 """An expiry or a creation time (big-endian IEEE double)."""
+_unpack_double: Final = _DOUBLE.unpack_from
+_crc32: Final = zlib.crc32
+"""Held here, compiled, these are one static each (`zlib.crc32` and `_DOUBLE.unpack_from`
+written out look the attribute up at every call: twice per record read)."""
 _LEAD_FIELDS: Final = _LEAD.size - _BODY.size
 """`_LEAD`'s share of the fields length (version, qos, retain, created)."""
 _TENANT_LENGTH: Final = struct.Struct(">H")
@@ -193,7 +197,7 @@ def scan(
         if length > MAX_BODY or end > size:
             break
         body = raw[at + HEADER_SIZE : end]
-        if zlib.crc32(body) != crc:
+        if _crc32(body) != crc:
             break
         records.append((base + at, base + end, body))
         at = end
@@ -213,6 +217,11 @@ _PLAIN: Final = struct.Struct(">IHBBBddH")
 """A body's lead: fields length, publisher length, then the fields' version, qos, retain,
 created, expires (NaN: none) and tenant length."""
 
+_PLAIN_SIZE: Final = 27
+"""`_PLAIN.size` as a literal: compiled, a native constant (`_PLAIN.size` is an attribute
+lookup at each use; a test holds the two equal)."""
+_BODY_SIZE: Final = 6
+"""`_BODY.size` as a literal (as `_PLAIN_SIZE`)."""
 _CREATED_AT: Final = 9
 """Where `created` starts in a body (after the lengths, version, qos and retain)."""
 _EXPIRES_AT: Final = 17
@@ -227,7 +236,7 @@ def decode_plain(body: bytes | memoryview) -> PlainRecord | None:
     that is not whole: `decode_body` reads the first and says what is wrong with the other."""
     raw = body if isinstance(body, bytes) else bytes(body)
     size = len(raw)
-    if size < _PLAIN.size:
+    if size < _PLAIN_SIZE:
         return None
     # `_PLAIN`, read byte by byte but for `created`: native arithmetic once compiled.
     fields_length = raw[0] << 24 | raw[1] << 16 | raw[2] << 8 | raw[3]
@@ -236,15 +245,15 @@ def decode_plain(body: bytes | memoryview) -> PlainRecord | None:
     retain = raw[8]
     if raw[6] != VERSION or qos > 2 or retain > 1:
         return None
-    (created,) = _DOUBLE.unpack_from(raw, _CREATED_AT)
+    created = _unpack_double(raw, _CREATED_AT)[0]
     expires: float | None = None
     if raw[_EXPIRES_AT : _EXPIRES_AT + 8] != _NONE_EXPIRES:
-        (expires,) = _DOUBLE.unpack_from(raw, _EXPIRES_AT)
+        expires = _unpack_double(raw, _EXPIRES_AT)[0]
         if math.isnan(expires):
             expires = None
-    tenant_length = raw[_PLAIN.size - 2] << 8 | raw[_PLAIN.size - 1]
-    topic_at = _PLAIN.size + tenant_length + 2
-    publisher_at = _BODY.size + fields_length
+    tenant_length = raw[_PLAIN_SIZE - 2] << 8 | raw[_PLAIN_SIZE - 1]
+    topic_at = _PLAIN_SIZE + tenant_length + 2
+    publisher_at = _BODY_SIZE + fields_length
     payload_at = publisher_at + publisher_length
     if topic_at > size or payload_at > size:
         return None

@@ -206,9 +206,7 @@ def envelope_text(delivery: Delivery, *, payload_encoding: str = "auto") -> str:
     else:
         encoded = binascii.b2a_base64(payload, newline=False).decode("ascii")
         head = topic + ',"payload":"' + encoded + '","payload_encoding":"base64"'
-    tail = _TAILS.get((delivery.client_id, delivery.tenant, delivery.qos, delivery.retain))
-    if tail is None:
-        tail = _tail(delivery)
+    tail = _tail(delivery)
     return head + tail + str(delivery.timestamp_ms) + "}"
 
 
@@ -279,16 +277,20 @@ def _topic_head(topic: str) -> str:
 
 def _tail(delivery: Delivery) -> str:
     """The envelope's fields after the payload up to the timestamp's value, remembered in
-    `_TAILS`."""
+    `_TAILS` by publisher (one string key: no tuple made and hashed per message)."""
+    flags = delivery.qos * 2 + (1 if delivery.retain else 0)
+    known = _TAILS.get(delivery.client_id)
+    if known is not None and known[1] == flags and known[0] == delivery.tenant:
+        return known[2]
     if len(_TAILS) >= _CACHED:
         _TAILS.clear()
     retain = "true" if delivery.retain else "false"
-    key = (delivery.client_id, delivery.tenant, delivery.qos, delivery.retain)
-    tail = _TAILS[key] = (
+    tail = (
         f',"qos":{delivery.qos},"retain":{retain},'
         f'"client_id":{_quote(delivery.client_id)},"tenant":{_quote(delivery.tenant)},'
         '"timestamp":'
     )
+    _TAILS[delivery.client_id] = (delivery.tenant, flags, tail)
     return tail
 
 
@@ -296,9 +298,10 @@ _CACHED: Final = 4096
 """Entries each of `envelope_text`'s caches holds at most (emptied when full)."""
 _TOPICS: dict[str, str] = {}
 """A topic -> the envelope's start up to its quoted topic."""
-_TAILS: dict[tuple[str, str, int, bool], str] = {}
-"""(client id, tenant, qos, retain) -> the envelope's fields after the payload, up to the
-timestamp's value: the same for every message of a publisher at one QoS."""
+_TAILS: dict[str, tuple[str, int, str]] = {}
+"""client id -> (tenant, qos * 2 + retain, the envelope's fields after the payload up to the
+timestamp's value): the same for every message of a publisher at one QoS (one entry per
+publisher: made again when its QoS or retain changes)."""
 
 
 def envelopes_json(batch: Sequence[Delivery], *, payload_encoding: str = "auto") -> bytes:
@@ -308,7 +311,6 @@ def envelopes_json(batch: Sequence[Delivery], *, payload_encoding: str = "auto")
     parts: list[str] = []
     auto = payload_encoding == "auto"
     topics = _TOPICS
-    tails = _TAILS
     for delivery in batch:
         if _has_properties(delivery):
             parts += (_COMPACT(envelope(delivery, payload_encoding=payload_encoding)), ",")
@@ -316,9 +318,7 @@ def envelopes_json(batch: Sequence[Delivery], *, payload_encoding: str = "auto")
         topic = topics.get(delivery.topic)
         if topic is None:
             topic = _topic_head(delivery.topic)
-        tail = tails.get((delivery.client_id, delivery.tenant, delivery.qos, delivery.retain))
-        if tail is None:
-            tail = _tail(delivery)
+        tail = _tail(delivery)
         payload = delivery.payload
         text = _utf8_text(payload) if auto else None
         if text is not None:

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mqttq.codec.properties import Properties
+from mqttq.integrations import log_records
 from mqttq.integrations.log_records import (
     MEMO_ENTRIES,
     PIECES,
@@ -137,3 +138,8 @@ def test_the_memos_are_bounded_and_stay_right_past_their_bound() -> None:
     assert b"".join(out) == reference
     assert len(writer._tails) <= MEMO_ENTRIES
     assert len(writer._publishers) <= MEMO_ENTRIES
+
+
+def test_the_layout_sizes_written_as_literals_are_the_structs_sizes() -> None:
+    assert log_records._PLAIN.size == log_records._PLAIN_SIZE
+    assert log_records._BODY.size == log_records._BODY_SIZE
