@@ -86,6 +86,9 @@ COMPILED_MODULES: Final = (
     # A delivery and its JSON envelope: per message a worker takes, per message an HTTP
     # integration sends.
     "mqttq.integrations.record",
+    # Delivery in lanes: per delivery a worker keeping several sends in flight takes, its
+    # publisher's lane.
+    "mqttq.integrations.lanes",
     # A message's fields as one packed header: per record of the Kafka message log, of an
     # integration's log, of a cluster record.
     "mqttq.storage.formats.kafka_record",

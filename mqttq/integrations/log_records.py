@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import math
 import struct
-import zlib
 from collections.abc import Callable
 from typing import Final
+
+from zlib_ng import zlib_ng
 
 from mqttq.codec.enums import PacketType
 from mqttq.codec.properties import encode_properties
@@ -48,9 +49,13 @@ _LEAD: Final = struct.Struct(">IHBBBd")
 _DOUBLE: Final = struct.Struct(">d")
 """An expiry or a creation time (big-endian IEEE double)."""
 _unpack_double: Final = _DOUBLE.unpack_from
-_crc32: Final = zlib.crc32
-"""Held here, compiled, these are one static each (`zlib.crc32` and `_DOUBLE.unpack_from`
-written out look the attribute up at every call: twice per record read)."""
+_crc32: Final = zlib_ng.crc32
+"""Held here, compiled, these are one static each (`zlib_ng.crc32` and `_DOUBLE.unpack_from`
+written out look the attribute up at every call: twice per record read).
+
+CRC-32 is zlib's (the same values), computed by zlib-ng: 47 ns for a 130-byte record where
+the system's zlib 1.2 takes 159 (it reads a short input a byte at a time), once per record
+written and once per record read back."""
 _LEAD_FIELDS: Final = _LEAD.size - _BODY.size
 """`_LEAD`'s share of the fields length (version, qos, retain, created)."""
 _TENANT_LENGTH: Final = struct.Struct(">H")
@@ -78,10 +83,10 @@ class RecordWriter:
         self.tenant = tenant
         self.tenant_raw = tenant.encode()
         # Bound once: a call through an attribute skips the method's (or the module's)
-        # lookup that `_LEAD.pack(...)` and `zlib.crc32(...)` make each time compiled.
+        # lookup that `_LEAD.pack(...)` and `zlib_ng.crc32(...)` make each time compiled.
         self._lead: Callable[..., bytes] = _LEAD.pack
         self._head: Callable[..., bytes] = _HEAD.pack
-        self._crc: Callable[[bytes], int] = zlib.crc32
+        self._crc: Callable[[bytes], int] = _crc32
         self._tails: dict[str, bytes] = {}
         """topic -> expires (none), tenant length, tenant, topic length, topic."""
         self._publishers: dict[str, bytes] = {}
