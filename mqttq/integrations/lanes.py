@@ -116,25 +116,35 @@ class _Lanes:
             self._share(taken)
 
     def _share(self, taken: _Taken) -> None:
-        """Queue `taken`'s deliveries on the lanes of their publishers (a publisher new to
-        the lanes goes to the one with the fewest queued); when every lane is empty and it
-        fits one send, all of it on the first lane."""
+        """Queue `taken`'s deliveries on the lanes of their publishers. A publisher new to
+        the lanes goes to the one with the fewest queued among as many lanes as the batch
+        fills sends (600 deliveries in sends of 500: two), so that a worker a little behind
+        sends two full requests, not four small ones (each request costs the loop the same
+        whatever its size). When every lane is empty and it fits one send, all of it on
+        the first lane."""
         lanes = self.lanes
         lane_of = self.lane_of
+        size = self.size
         if not any(lane.queued for lane in lanes):
             lane_of.clear()
-            if len(taken.batch) <= self.size:  # one send: no need to split it
+            if len(taken.batch) <= size:  # one send: no need to split it
                 for delivery in taken.batch:  # its publishers stay in lane 0 while it holds them
                     lane_of[delivery.client_id] = 0
                 self._queue(lanes[0], taken, list(taken.batch))
                 return
+        used = min(len(lanes), (len(taken.batch) + size - 1) // size)
         parts: list[list[Delivery]] = [[] for _ in lanes]
         for delivery in taken.batch:
             publisher = delivery.client_id
             index = lane_of.get(publisher)
             if index is None:
-                loads = [lane.queued + len(part) for lane, part in zip(lanes, parts, strict=True)]
-                index = lane_of[publisher] = loads.index(min(loads))
+                index = 0
+                least = lanes[0].queued + len(parts[0])
+                for other in range(1, used):
+                    load = lanes[other].queued + len(parts[other])
+                    if load < least:
+                        index, least = other, load
+                lane_of[publisher] = index
             parts[index].append(delivery)
         for lane, part in zip(lanes, parts, strict=True):
             if part:

@@ -208,6 +208,29 @@ def test_a_worker_behind_sends_its_publishers_in_lanes_at_once() -> None:
     asyncio.run(scenario())
 
 
+def test_a_worker_a_little_behind_sends_as_many_requests_as_its_batch_fills() -> None:
+    async def scenario() -> None:
+        async with Receiver() as receiver:
+            # 12 publishers, one delivery each, taken at once: more than one send of 10,
+            # and sent as two requests (its publishers shared between two lanes), not four.
+            backlog = MemoryBacklog(
+                [
+                    Delivery(topic="t", payload=b'{"n": 0}', client_id=f"dev-{n}", seq=n)
+                    for n in range(12)
+                ]
+            )
+            worker = worker_for(receiver.url(), backlog, MemoryDeadLetters(), body="array")
+            assert worker.lanes == 4
+            task = asyncio.create_task(worker.run())
+            await wait_until(lambda: len(backlog.settled) == 12, timeout=10)
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        assert sorted(len(request.json()) for request in receiver.received) == [6, 6]
+        assert worker.stats.delivered == 12
+
+    asyncio.run(scenario())
+
+
 def test_a_failing_lane_settles_nothing_and_each_publishers_order_holds() -> None:
     async def scenario() -> None:
         b_down = True
