@@ -25,7 +25,8 @@ What the consumer has not committed is bounded by `max_bytes`: a message that wo
 is not written and counted in `dropped` (never silently).
 
 The newest durable records stay in memory (`recent`, up to `memory_bytes`) so that a worker
-that keeps up takes them without reading the file; one that fell behind reads the file.
+that keeps up takes them without reading the file; one that fell behind reads the file (and
+while it is further behind than memory holds, memory keeps nothing for it).
 """
 
 from __future__ import annotations
@@ -113,6 +114,8 @@ class IntegrationLog:
         """The newest durable records, oldest first, contiguous (`memory_bytes` at most)."""
         self._recent_bytes = 0
         """The records in `recent`: their encoded size plus `RECORD_MEMORY` each."""
+        self._reader_at = 0
+        """Where the consumer last took from (`forget_recent`)."""
         self._unsynced_bytes = 0
         self._position_path = str(directory / POSITION_FILE)
         self._position_fd = -1
@@ -345,12 +348,21 @@ class IntegrationLog:
         self.durable = end
         self.records += len(records)
         recent = self.recent
-        recent.extend(records)
-        size += self._recent_bytes
-        while size > self.memory_bytes and recent:
-            start, stop, _ = recent.popleft()
-            size -= stop - start + RECORD_MEMORY
-        self._recent_bytes = size
+        behind = end - max(self._reader_at, self.committed) + RECORD_MEMORY * self.records
+        if behind > self.memory_bytes:
+            # The consumer is further behind than memory holds: it reads these from the
+            # file, as the records before them, and memory would only hold each a while for
+            # nothing (half a million messages behind under a steady load). Kept again once
+            # it comes near (it crosses from the file into memory then).
+            recent.clear()
+            self._recent_bytes = 0
+        else:
+            recent.extend(records)
+            size += self._recent_bytes
+            while size > self.memory_bytes and recent:
+                start, stop, _ = recent.popleft()
+                size -= stop - start + RECORD_MEMORY
+            self._recent_bytes = size
         self.grown.set()
         if self._synced:
             self._sync_soon()
@@ -359,6 +371,7 @@ class IntegrationLog:
 
     def forget_recent(self, position: int) -> None:
         """The consumer took everything before `position`: memory need not hold it."""
+        self._reader_at = position
         recent = self.recent
         size = self._recent_bytes
         while recent and recent[0][0] < position:

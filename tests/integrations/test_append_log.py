@@ -304,18 +304,23 @@ def test_a_worker_behind_memory_reads_the_file_in_order(tmp_path: Path) -> None:
     asyncio.run(scenario())
 
 
-def test_a_worker_catching_up_crosses_from_the_file_into_memory_in_one_batch(
+def test_a_worker_far_behind_gets_nothing_in_memory_and_crosses_into_it_once_near(
     tmp_path: Path,
 ) -> None:
     async def scenario() -> None:
-        log = opened(tmp_path, memory_bytes=1000)  # about 40 small records
+        # Each record counts about 430 bytes against memory: 30,000 hold about 70.
+        log = opened(tmp_path, memory_bytes=30_000)
         await append(log, [message(n) for n in range(100)])
-        in_memory = len(log.recent)
-        assert 0 < in_memory < 100
+        assert len(log.recent) == 0  # further behind than memory holds: kept in the file only
         backlog = LogBacklog(log, spec())
-        batch = await asyncio.wait_for(backlog.take(100, 0), 10)
-        # Before: the file's part alone (the rest waited for the next batch, after a linger).
-        assert payloads(batch) == [f"m{n}".encode() for n in range(100)]
+        batch = await asyncio.wait_for(backlog.take(60, 0), 10)
+        await backlog.settle(batch)
+        await append(log, [message(n) for n in range(100, 110)])  # 50 behind now: near
+        assert [m.payload for _, _, m in log.recent] == [f"m{n}".encode() for n in range(100, 110)]
+        batch = await asyncio.wait_for(backlog.take(50, 0), 10)
+        # The file's 40, then memory's 10, in one batch (not the file's part alone).
+        assert payloads(batch) == [f"m{n}".encode() for n in range(60, 110)]
+        assert len(log.recent) == 0
         await backlog.settle(batch)
         assert backlog.lag() == 0
         await log.close()
