@@ -307,26 +307,37 @@ publisher: made again when its QoS or retain changes)."""
 def envelopes_json(batch: Sequence[Delivery], *, payload_encoding: str = "auto") -> bytes:
     """The envelopes of `batch` as one JSON array, UTF-8 (an HTTP body of `body = "array"`):
     the characters `envelope_text` writes for each, joined once (its template written out
-    in the loop, into one list: no string per envelope)."""
+    in the loop, into one list: no string per envelope; a run of equal timestamps is made
+    text once)."""
     parts: list[str] = []
     auto = payload_encoding == "auto"
     topics = _TOPICS
+    stamp = -1
+    stamp_text = ""
     for delivery in batch:
         if _has_properties(delivery):
-            parts += (_COMPACT(envelope(delivery, payload_encoding=payload_encoding)), ",")
+            parts.append(_COMPACT(envelope(delivery, payload_encoding=payload_encoding)))
+            parts.append(",")
             continue
         topic = topics.get(delivery.topic)
         if topic is None:
             topic = _topic_head(delivery.topic)
-        tail = _tail(delivery)
+        parts.append(topic)
         payload = delivery.payload
         text = _utf8_text(payload) if auto else None
         if text is not None:
-            parts += (topic, ',"payload":', _quote(text), tail, str(delivery.timestamp_ms), "},")
+            parts.append(',"payload":')
+            parts.append(_quote(text))
         else:
-            encoded = binascii.b2a_base64(payload, newline=False).decode("ascii")
-            parts += (topic, ',"payload":"', encoded, '","payload_encoding":"base64"', tail)
-            parts += (str(delivery.timestamp_ms), "},")
+            parts.append(',"payload":"')
+            parts.append(binascii.b2a_base64(payload, newline=False).decode("ascii"))
+            parts.append('","payload_encoding":"base64"')
+        parts.append(_tail(delivery))
+        if delivery.timestamp_ms != stamp:  # a batch's messages share milliseconds
+            stamp = delivery.timestamp_ms
+            stamp_text = str(stamp)
+        parts.append(stamp_text)
+        parts.append("},")
     if not parts:
         return b"[]"
     parts[-1] = parts[-1][:-1]  # the last envelope's comma
