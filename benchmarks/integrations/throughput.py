@@ -24,7 +24,8 @@ docs/benchmarks.md, `<!-- integrations-<scenario>:begin -->`):
   fresh broker without, then with, one http integration (as in `http`) matching every
   message: the publish rate of each, and their ratio; with the integration, also what it
   had delivered when the load ended and its lag then (a worker that fell behind finishes
-  after the measured window: its cost is then partly outside it).
+  after the measured window: its cost is then partly outside it), and the broker's CPU a
+  message until everything was delivered (the cost a steady load pays).
 - `backlog-memory`: the http integration's receiver down (nothing listens on its port);
   N messages published and acknowledged; broker RSS before and after; then the receiver
   starts and the backlog drains: all N delivered, and the RSS after.
@@ -327,7 +328,13 @@ def run_overhead(work: Path, load: Load, pairs: int, duration: float) -> dict[st
             admin = services.Integrations(broker)
             at_end = admin.status(NAME)
             status = admin.wait(NAME, "delivered", acked, load.stall, short_ok=True)
+            all_delivered_cpu = on_cpu_seconds(broker.pid) - cpu0
             row.update(
+                # Everything the integration cost, also what it delivered after the load:
+                # the figure a steady load pays (the window's figure leaves out the lag).
+                broker_cpu_us_per_msg_until_all_delivered=all_delivered_cpu
+                / max(1, status["delivered"])
+                * 1e6,
                 delivered_when_load_ended=at_end["delivered"],
                 lag_when_load_ended=at_end["lag"],
                 acknowledged=acked,
