@@ -340,6 +340,7 @@ def run_overhead(work: Path, load: Load, pairs: int, duration: float) -> dict[st
                 acknowledged=acked,
                 integration_delivered=status["delivered"],
                 at_receiver=receiver.stats()["messages"],
+                requests_at_receiver=receiver.stats()["requests"],
                 integration_lost=acked - status["delivered"],
                 broker_dropped=admin.metric("mqttq_messages_dropped"),
             )
