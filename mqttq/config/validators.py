@@ -110,24 +110,23 @@ _KAFKA_TOPIC_CHARS: Final = frozenset(
 )
 
 
-def _kafka_topic_prefix(value: Any) -> str | None:
-    # Kafka topic names: [a-zA-Z0-9._-], at most 249 characters; leave room for the rest.
-    bad = sorted(set(str(value)) - _KAFKA_TOPIC_CHARS)
-    if bad:
+def _kafka_name_part(value: Any, most: int) -> str | None:
+    """A part of Kafka topic names: [a-zA-Z0-9._-], at most `most` characters (a topic name
+    holds 249: room is left for the rest)."""
+    if set(str(value)) - _KAFKA_TOPIC_CHARS:
         return f"may hold only letters, digits, '.', '_' and '-', got {value!r}"
-    if len(str(value)) > 100:
-        return f"must be at most 100 characters, got {len(str(value))}"
+    if len(str(value)) > most:
+        return f"must be at most {most} characters, got {len(str(value))}"
     return None
+
+
+def _kafka_topic_prefix(value: Any) -> str | None:
+    return _kafka_name_part(value, 100)
 
 
 def _node_id(value: Any) -> str | None:
-    # It names Kafka topics (`<prefix>msg.downlink.basic.<node_id>`): the same characters.
-    bad = sorted(set(str(value)) - _KAFKA_TOPIC_CHARS)
-    if bad:
-        return f"may hold only letters, digits, '.', '_' and '-', got {value!r}"
-    if len(str(value)) > 64:
-        return f"must be at most 64 characters, got {len(str(value))}"
-    return None
+    # It names Kafka topics (`<prefix>msg.downlink.basic.<node_id>`).
+    return _kafka_name_part(value, 64)
 
 
 def _kafka_retention(value: Any) -> str | None:
